@@ -1,0 +1,138 @@
+"""Host-side checks of what users pass in, run before anything is traced.
+
+Every check names the argument, what it saw, what is allowed and what to do. Inputs
+are converted to new arrays; nothing the caller passed is modified.
+"""
+
+import numbers
+
+import jax
+import numpy as np
+
+from jaxgbt._dtypes import FLOAT_DTYPE, MAX_BINS, MAX_DEPTH, MIN_BINS
+
+
+def is_traced(value) -> bool:
+    return isinstance(value, jax.core.Tracer)
+
+
+def _as_numeric_array(value, name: str) -> np.ndarray:
+    if hasattr(value, "to_numpy"):  # pandas DataFrame / Series
+        value = value.to_numpy()
+    try:
+        array = np.asarray(value)
+    except Exception as error:  # noqa: BLE001 - re-raised with the argument's name
+        raise TypeError(f"{name} could not be read as an array: {error}") from error
+    if array.dtype == object or not (np.issubdtype(array.dtype, np.number)
+                                     or array.dtype == bool):
+        raise TypeError(f"{name} must hold numbers; got dtype {array.dtype}. Encode strings "
+                        "and categories as numbers first.")
+    if np.issubdtype(array.dtype, np.complexfloating):
+        raise TypeError(f"{name} must hold real numbers; got dtype {array.dtype}.")
+    return array
+
+
+def check_X(X, name: str = "X") -> np.ndarray:
+    """X as a new f32[N, F] array; NaN allowed (missing), inf rejected."""
+    array = _as_numeric_array(X, name)
+    if array.ndim != 2:
+        raise ValueError(f"{name} must be 2-D (n_samples, n_features); got shape {array.shape}. "
+                         "Reshape a single feature with X.reshape(-1, 1).")
+    if array.shape[0] == 0 or array.shape[1] == 0:
+        raise ValueError(f"{name} is empty (shape {array.shape}); it needs at least one row and "
+                         "one feature.")
+    array = np.array(array, dtype=FLOAT_DTYPE)  # always a copy
+    if np.isinf(array).any():
+        rows, cols = np.nonzero(np.isinf(array))
+        raise ValueError(f"{name} contains {rows.size} infinite values (first at row {rows[0]}, "
+                         f"column {cols[0]}). Replace them with NaN to mark them missing, or with "
+                         "finite values.")
+    return array
+
+
+def check_y(y, n_rows: int, objective) -> np.ndarray:
+    """y as a new float32 array with n_rows rows, finite and in the objective's domain."""
+    array = _as_numeric_array(y, "y")
+    if array.ndim == 0 or array.shape[0] != n_rows:
+        raise ValueError(f"y has {array.shape[0] if array.ndim else 0} rows but X has {n_rows}; "
+                         "pass one label per row of X.")
+    array = np.array(array, dtype=FLOAT_DTYPE)
+    if not np.isfinite(array).all():
+        count = int((~np.isfinite(array)).sum())
+        raise ValueError(f"y contains {count} NaN or infinite labels; drop those rows or "
+                         "fill the labels.")
+    if objective.y_domain is not None:
+        description, accepts = objective.y_domain
+        if not accepts(array):
+            raise ValueError(f"y has labels outside the domain of loss {objective.name!r}: it "
+                             f"needs {description}; got values in [{array.min()}, {array.max()}].")
+    return array
+
+
+def check_sample_weight(sample_weight, n_rows: int) -> np.ndarray:
+    """Weights as a new f32[N] array: finite, non-negative, not all zero."""
+    if sample_weight is None:
+        return np.ones(n_rows, FLOAT_DTYPE)
+    array = _as_numeric_array(sample_weight, "sample_weight")
+    if array.shape != (n_rows,):
+        raise ValueError(f"sample_weight must have shape ({n_rows},), one weight per row of X; "
+                         f"got {array.shape}.")
+    array = np.array(array, dtype=FLOAT_DTYPE)
+    if not np.isfinite(array).all():
+        raise ValueError("sample_weight contains NaN or infinite values; weights must be finite.")
+    if (array < 0).any():
+        raise ValueError(f"sample_weight has {int((array < 0).sum())} negative values; weights "
+                         "must be >= 0.")
+    if array.sum() <= 0:
+        raise ValueError("sample_weight sums to 0; at least one row needs a positive weight.")
+    return array
+
+
+def check_int(value, name: str, low: int, high: int | None = None) -> int:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{name} must be an integer; got {value!r}.")
+    if value < low or (high is not None and value > high):
+        allowed = f">= {low}" if high is None else f"in [{low}, {high}]"
+        raise ValueError(f"{name}={value} is out of range; it must be {allowed}.")
+    return int(value)
+
+
+def check_nonnegative(value, name: str):
+    """A float hyperparameter >= 0 (left alone when traced under vmap)."""
+    if is_traced(value):
+        return value
+    array = np.asarray(value)
+    if array.ndim != 0 or not np.issubdtype(array.dtype, np.number):
+        raise TypeError(f"{name} must be a number; got {value!r}.")
+    if not np.isfinite(array) or array < 0:
+        raise ValueError(f"{name}={value} is not allowed; it must be a finite number >= 0.")
+    return value
+
+
+def check_learning_rate(value):
+    if callable(value) or is_traced(value):
+        return value
+    check_nonnegative(value, "learning_rate")
+    if not float(value) > 0:
+        raise ValueError(f"learning_rate={value} must be > 0 (or a schedule: a function of the "
+                         "round, such as an optax schedule).")
+    return value
+
+
+def check_params(n_trees, depth, n_bins) -> None:
+    check_int(n_trees, "n_trees", 1)
+    check_int(depth, "depth", 1, MAX_DEPTH)
+    check_int(n_bins, "n_bins", MIN_BINS, MAX_BINS)
+
+
+def check_predict_X(X, n_features: int) -> None:
+    """Shape and dtype of X at predict time (values may be NaN)."""
+    if isinstance(X, jax.Array):
+        shape = X.shape
+    else:
+        shape = _as_numeric_array(X, "X").shape
+    if len(shape) != 2:
+        raise ValueError(f"X must be 2-D (n_samples, n_features); got shape {shape}.")
+    if shape[1] != n_features:
+        raise ValueError(f"X has {shape[1]} features but the model was trained on {n_features}; "
+                         "pass the same columns, in the same order, as in training.")

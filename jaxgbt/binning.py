@@ -1,0 +1,99 @@
+"""Quantile binning on the host: per-feature cut points and the binned matrix.
+
+Each feature gets at most ``n_bins - 1`` value bins, cut at weighted quantiles of its
+non-missing values, plus one last bin (index ``n_bins - 1``) that holds NaN. A split
+"bin <= b" is stored in the model as the float threshold ``x <= thresholds[f, b]``,
+so prediction compares raw floats and never bins; both use the same float32
+comparison, so the two always agree.
+"""
+
+import numpy as np
+
+from jaxgbt._dtypes import BIN_DTYPE, FLOAT_DTYPE
+
+# Cut points are found on at most this many rows (LightGBM's bin_construct_sample_cnt
+# is the same size); binning itself then uses every row.
+MAX_BINNING_ROWS = 200_000
+
+
+def _cut_points(values: np.ndarray, weights: np.ndarray, n_value_bins: int) -> np.ndarray:
+    """Cut points of one feature: f32[<= n_value_bins - 1], strictly increasing.
+
+    Between two neighbouring distinct values the cut is their midpoint (or the lower
+    value where the midpoint rounds up to the upper one in float32), so unseen values
+    between them fall on the nearer side.
+    """
+    if values.size == 0:
+        return np.empty(0, FLOAT_DTYPE)
+    unique, inverse = np.unique(values, return_inverse=True)
+    if unique.size <= 1:
+        return np.empty(0, FLOAT_DTYPE)
+    if unique.size <= n_value_bins:
+        lower_index = np.arange(unique.size - 1)
+    else:
+        mass = np.bincount(inverse, weights=weights, minlength=unique.size)
+        cumulative = np.cumsum(mass)
+        if cumulative[-1] <= 0:  # all weights zero on this sample: fall back to counts
+            cumulative = np.cumsum(np.bincount(inverse, minlength=unique.size).astype(float))
+        levels = cumulative[-1] * np.arange(1, n_value_bins) / n_value_bins
+        lower_index = np.searchsorted(cumulative, levels, side="left")
+        lower_index = np.unique(np.clip(lower_index, 0, unique.size - 2))
+    lower = unique[lower_index].astype(np.float64)
+    upper = unique[lower_index + 1].astype(np.float64)
+    cuts = ((lower + upper) / 2).astype(FLOAT_DTYPE)
+    cuts = np.where(cuts >= upper.astype(FLOAT_DTYPE), lower.astype(FLOAT_DTYPE), cuts)
+    return np.unique(cuts)
+
+
+def compute_thresholds(X: np.ndarray, n_bins: int, sample_weight: np.ndarray | None = None,
+                       seed: int = 0) -> np.ndarray:
+    """Per-feature split thresholds.
+
+    Args:
+      X: ndarray of shape (N, F), dtype float32; NaN marks a missing value.
+      n_bins: B, bins per feature including the missing-value bin, 3..256.
+      sample_weight: ndarray of shape (N,) or None; the quantiles are weighted.
+      seed: picks the rows used when N exceeds MAX_BINNING_ROWS.
+
+    Returns:
+      ndarray of shape (F, B - 1), dtype float32: ``thresholds[f, b]`` is the upper
+      edge of value bin b. Unused bins and the last value bin have +inf.
+    """
+    n_rows, n_features = X.shape
+    n_value_bins = n_bins - 1
+    weights = np.ones(n_rows) if sample_weight is None else np.asarray(sample_weight, np.float64)
+    if n_rows > MAX_BINNING_ROWS:
+        rows = np.sort(np.random.default_rng(seed).choice(n_rows, MAX_BINNING_ROWS, replace=False))
+        X, weights = X[rows], weights[rows]
+    thresholds = np.full((n_features, n_value_bins), np.inf, FLOAT_DTYPE)
+    for f in range(n_features):
+        column = X[:, f]
+        present = ~np.isnan(column)
+        cuts = _cut_points(column[present], weights[present], n_value_bins)
+        thresholds[f, : cuts.size] = cuts
+    return thresholds
+
+
+def apply_bins(X: np.ndarray, thresholds: np.ndarray) -> np.ndarray:
+    """Bins X with the thresholds of ``compute_thresholds``.
+
+    Args:
+      X: ndarray of shape (N, F), dtype float32.
+      thresholds: ndarray of shape (F, B - 1), dtype float32.
+
+    Returns:
+      ndarray of shape (F, N), dtype uint8, feature-major: histogram building scans
+      one feature at a time, so each feature's bins are contiguous. Value x goes to
+      the first bin b with ``x <= thresholds[f, b]``; NaN goes to bin B - 1.
+    """
+    n_rows, n_features = X.shape
+    missing_bin = thresholds.shape[1]
+    binned = np.empty((n_features, n_rows), BIN_DTYPE)
+    for f in range(n_features):
+        column = X[:, f]
+        # side="left": the number of thresholds strictly below x, i.e. the first bin
+        # whose upper edge is >= x.
+        bins = np.searchsorted(thresholds[f], column, side="left")
+        bins[np.isnan(column)] = missing_bin
+        binned[f] = bins
+    return binned

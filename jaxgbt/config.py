@@ -1,0 +1,42 @@
+"""Static configuration: the settings that decide shapes or code, kept apart from
+the traced hyperparameters (learning rate, l2, ...) so that a new value of those
+neither recompiles nor prevents ``vmap``."""
+
+import dataclasses
+from collections.abc import Callable
+
+from jaxgbt.objectives import Loss
+
+# Rounds per compiled chunk. The boosting loop runs this many rounds per device call;
+# rounds past n_trees in the last chunk are skipped by a lax.cond, so changing
+# n_trees does not recompile.
+ROUNDS_PER_CHUNK = 16
+
+ROW_AXIS = "rows"
+
+
+@dataclasses.dataclass(frozen=True)
+class BoostConfig:
+    """Hashable, static settings of one training program.
+
+    Attributes:
+      loss: the per-row loss ``loss(y_i, f_i)``; compared by identity, so passing the
+        same function object again reuses the compiled program.
+      depth: D, levels per tree.
+      n_bins: B, bins per feature including the missing bin.
+      n_outputs: K, raw outputs per row.
+      vector_output: whether the loss takes f_i of shape (K,) rather than ().
+      learning_rate_schedule: ``schedule(round) -> learning rate`` (for example an
+        optax schedule), or None to use the traced ``learning_rate`` parameter.
+      rounds_per_chunk: rounds per device call.
+      axis_name: the mesh axis rows are split over, or None on one device.
+    """
+
+    loss: Loss
+    depth: int
+    n_bins: int
+    n_outputs: int = 1
+    vector_output: bool = False
+    learning_rate_schedule: Callable | None = None
+    rounds_per_chunk: int = ROUNDS_PER_CHUNK
+    axis_name: str | None = None

@@ -1,0 +1,197 @@
+"""Saving and loading models: a zip of a JSON header and .npy arrays, no pickle.
+
+Format ``jaxgbt.model`` version 1 (documented in docs/model_format.md):
+
+  header.json   {"format": "jaxgbt.model", "version": 1, "objective": NAME,
+                 "custom_link": bool, "n_features": F, "n_trees": T, "depth": D,
+                 "n_outputs": K, "vector_output": bool, "jaxgbt_version": STR,
+                 "arrays": {NAME: {"dtype": STR, "shape": [..]}}}
+  NAME.npy      one per array of the Booster, read with allow_pickle=False
+
+``save`` writes to a temporary file in the target folder, flushes it to disk and
+renames it over the target, so a crash never leaves a half-written model. ``load``
+checks every field, shape, dtype and range before building a model, and reads no
+member larger than its header says.
+"""
+
+import io as _io
+import json
+import os
+import tempfile
+import warnings
+import zipfile
+
+import jax.numpy as jnp
+import numpy as np
+
+from jaxgbt._dtypes import MAX_DEPTH
+from jaxgbt.model import Booster, as_numpy
+from jaxgbt.objectives import BUILTIN, Link, Objective
+
+FORMAT = "jaxgbt.model"
+VERSION = 1
+MAX_TREES = 1_000_000
+MAX_FEATURES = 10_000_000
+MAX_OUTPUTS = 100_000
+_HEADER_BYTES = 1 << 20
+_NPY_HEADER_SLACK = 4096  # the .npy preamble is at most a few hundred bytes
+
+_DTYPES = {"feature": "int32", "threshold": "float32", "default_left": "bool",
+           "split_gain": "float32", "leaf_value": "float32", "base_score": "float32"}
+
+
+class ModelFormatError(ValueError):
+    """A model file that is not a valid jaxgbt model."""
+
+
+def _expected_shapes(T: int, D: int, K: int) -> dict[str, tuple[int, ...]]:
+    per_level = (T, D)
+    return {"feature": per_level, "threshold": per_level, "default_left": per_level,
+            "split_gain": per_level, "leaf_value": (T, 2**D, K), "base_score": (K,)}
+
+
+def save(model: Booster, path) -> None:
+    """Writes ``model`` to ``path`` atomically (see the module docstring)."""
+    if not isinstance(model, Booster):
+        raise TypeError(f"save expects a jaxgbt Booster; got {type(model).__name__}.")
+    if model.feature.ndim != 2:
+        raise ValueError("save expects one model; this Booster holds a stack of models "
+                         f"(feature has shape {model.feature.shape}). Save each member.")
+    from jaxgbt import __version__
+
+    arrays = as_numpy(model)
+    builtin = BUILTIN.get(model.objective.name)
+    header = {
+        "format": FORMAT, "version": VERSION, "objective": model.objective.name,
+        "custom_link": model.objective.link is not None
+        and (builtin is None or builtin.link is not model.objective.link),
+        "n_features": model.n_features, "n_trees": model.n_trees, "depth": model.depth,
+        "n_outputs": model.n_outputs, "vector_output": model.vector_output,
+        "jaxgbt_version": __version__,
+        "arrays": {name: {"dtype": str(a.dtype), "shape": list(a.shape)}
+                   for name, a in arrays.items()},
+    }
+    path = os.fspath(path)
+    folder = os.path.dirname(os.path.abspath(path))
+    handle, temporary = tempfile.mkstemp(prefix=".jaxgbt-", suffix=".tmp", dir=folder)
+    try:
+        with os.fdopen(handle, "wb") as file:
+            with zipfile.ZipFile(file, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+                archive.writestr("header.json", json.dumps(header, indent=1))
+                for name, array in arrays.items():
+                    buffer = _io.BytesIO()
+                    np.save(buffer, array, allow_pickle=False)
+                    archive.writestr(f"{name}.npy", buffer.getvalue())
+            file.flush()
+            os.fsync(file.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        if os.path.exists(temporary):
+            os.unlink(temporary)
+        raise
+
+
+def _fail(path, message: str):
+    raise ModelFormatError(f"{path} is not a valid jaxgbt model: {message}")
+
+
+def _read_header(archive: zipfile.ZipFile, path) -> dict:
+    try:
+        info = archive.getinfo("header.json")
+    except KeyError:
+        _fail(path, "it has no header.json")
+    if info.file_size > _HEADER_BYTES:
+        _fail(path, f"header.json declares {info.file_size} bytes (limit {_HEADER_BYTES})")
+    try:
+        header = json.loads(archive.read(info).decode("utf-8"))
+    except (ValueError, UnicodeDecodeError) as error:
+        _fail(path, f"header.json is not JSON ({error})")
+    if not isinstance(header, dict):
+        _fail(path, "header.json is not a JSON object")
+    if header.get("format") != FORMAT:
+        _fail(path, f"format is {header.get('format')!r}, expected {FORMAT!r}")
+    if header.get("version") != VERSION:
+        _fail(path, f"format version {header.get('version')!r} is not supported (this jaxgbt "
+                    f"reads version {VERSION}); load it with the jaxgbt that wrote it")
+    return header
+
+
+def _header_int(header: dict, key: str, low: int, high: int, path) -> int:
+    value = header.get(key)
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        _fail(path, f"{key}={value!r} must be an integer in [{low}, {high}]")
+    return value
+
+
+def _read_array(archive: zipfile.ZipFile, name: str, dtype: str, shape: tuple, path) -> np.ndarray:
+    member = f"{name}.npy"
+    try:
+        info = archive.getinfo(member)
+    except KeyError:
+        _fail(path, f"it has no {member}")
+    expected_bytes = int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
+    if info.file_size > expected_bytes + _NPY_HEADER_SLACK:
+        _fail(path, f"{member} declares {info.file_size} bytes, more than its header allows")
+    try:
+        with archive.open(info) as stream:
+            array = np.lib.format.read_array(_io.BytesIO(stream.read()), allow_pickle=False)
+    except Exception as error:  # noqa: BLE001 - any decoding failure is a format error
+        _fail(path, f"{member} could not be read ({type(error).__name__}: {error})")
+    if str(array.dtype) != dtype or tuple(array.shape) != tuple(shape):
+        _fail(path, f"{member} has dtype {array.dtype} and shape {array.shape}; expected "
+                    f"{dtype} and {tuple(shape)}")
+    return array
+
+
+def load(path, link: Link | None = None) -> Booster:
+    """Reads a model written by ``save``.
+
+    Args:
+      path: the file.
+      link: the inverse link of a custom loss, if it had one (links are code and are
+        not stored; built-in objectives get theirs back by name).
+
+    Raises:
+      ModelFormatError: the file is not a valid model (the message says why).
+    """
+    try:
+        archive = zipfile.ZipFile(path)
+    except (zipfile.BadZipFile, OSError, ValueError) as error:
+        if isinstance(error, FileNotFoundError):
+            raise
+        _fail(path, f"it is not a readable zip archive ({error})")
+    with archive:
+        header = _read_header(archive, path)
+        F = _header_int(header, "n_features", 1, MAX_FEATURES, path)
+        T = _header_int(header, "n_trees", 0, MAX_TREES, path)
+        D = _header_int(header, "depth", 1, MAX_DEPTH, path)
+        K = _header_int(header, "n_outputs", 1, MAX_OUTPUTS, path)
+        vector_output = header.get("vector_output")
+        name = header.get("objective")
+        if not isinstance(vector_output, bool) or not isinstance(name, str):
+            _fail(path, "vector_output must be a boolean and objective a string")
+        if not vector_output and K != 1:
+            _fail(path, f"a scalar-output model must have n_outputs=1, not {K}")
+        if T * 2**D * K > 1 << 31:
+            _fail(path, f"{T} trees x {2**D} leaves x {K} outputs is too large to load")
+        arrays = {field: _read_array(archive, field, dtype, shape, path)
+                  for (field, shape), dtype in zip(_expected_shapes(T, D, K).items(),
+                                                   _DTYPES.values())}
+    if ((arrays["feature"] < 0) | (arrays["feature"] >= F)).any():
+        _fail(path, f"feature indices must lie in [0, {F})")
+    if np.isnan(arrays["threshold"]).any() or np.isneginf(arrays["threshold"]).any():
+        _fail(path, "thresholds must be finite or +inf")
+    for field in ("leaf_value", "base_score", "split_gain"):
+        if not np.isfinite(arrays[field]).all():
+            _fail(path, f"{field} must be finite")
+    objective = BUILTIN.get(name)
+    if objective is None:
+        objective = Objective(name=name, loss=None)
+    if link is not None:
+        objective = objective._replace(link=link)
+    elif header.get("custom_link"):
+        warnings.warn(f"{path} was saved with a custom link, which is code and is not stored; "
+                      "predict returns raw margins unless you pass load(path, link=...).",
+                      stacklevel=2)
+    return Booster(**{k: jnp.asarray(v) for k, v in arrays.items()}, objective=objective,
+                   n_features=F, vector_output=vector_output)

@@ -1,0 +1,162 @@
+"""The fitted model: stacked oblivious trees with float thresholds, as a pytree.
+
+A ``Booster`` holds only what prediction needs. Its arrays are pytree leaves, so a
+model can be passed through ``jit``, stacked by ``vmap``, and differentiated:
+``predict_raw`` is a pure function of the leaf values and X.
+"""
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxgbt.objectives import Objective
+
+
+@jax.tree_util.register_dataclass
+@dataclasses.dataclass(frozen=True)
+class Booster:
+    """A boosted ensemble of oblivious trees.
+
+    Attributes:
+      feature: i32[T, D], the feature tested at each level.
+      threshold: f32[T, D]; a row goes left at a level when ``x <= threshold``.
+      default_left: bool[T, D], where a missing (NaN) value goes.
+      split_gain: f32[T, D], the training gain of each level (0 for a pass-through
+        level).
+      leaf_value: f32[T, L, K], leaf values with the learning rate applied.
+      base_score: f32[K], the starting margin.
+      objective: the Objective the model was trained with (static).
+      n_features: F (static).
+      vector_output: whether margins have shape (N, K) rather than (N,) (static).
+    """
+
+    feature: jax.Array
+    threshold: jax.Array
+    default_left: jax.Array
+    split_gain: jax.Array
+    leaf_value: jax.Array
+    base_score: jax.Array
+    objective: Objective = dataclasses.field(metadata=dict(static=True))
+    n_features: int = dataclasses.field(metadata=dict(static=True))
+    vector_output: bool = dataclasses.field(default=False, metadata=dict(static=True))
+
+    @property
+    def n_trees(self) -> int:
+        return self.feature.shape[-2]
+
+    @property
+    def depth(self) -> int:
+        return self.feature.shape[-1]
+
+    @property
+    def n_outputs(self) -> int:
+        return self.leaf_value.shape[-1]
+
+    def _check_X(self, X) -> jax.Array:
+        if not isinstance(X, jax.core.Tracer):
+            from jaxgbt._validation import check_predict_X
+
+            check_predict_X(X, self.n_features)
+        return jnp.asarray(X, jnp.float32)
+
+    def leaf_index(self, X) -> jax.Array:
+        """i32[N, T]: the leaf each row reaches in each tree."""
+        X = self._check_X(X)
+        return _leaf_index(self, X)
+
+    def predict_raw(self, X, n_trees: int | None = None) -> jax.Array:
+        """Raw margins: f32[N] for scalar models, f32[N, K] for vector outputs.
+
+        Args:
+          X: array of shape (N, F); NaN is a missing value.
+          n_trees: use only the first n_trees trees (default: all).
+        """
+        X = self._check_X(X)
+        model = self if n_trees is None else self.first_trees(n_trees)
+        raw = _predict_raw(model, X)
+        return raw if self.vector_output else raw[:, 0]
+
+    def predict(self, X, n_trees: int | None = None) -> jax.Array:
+        """Predictions: the objective's inverse link applied to ``predict_raw``
+        (probabilities for ``logistic``); the raw margins when it has none."""
+        raw = self.predict_raw(X, n_trees)
+        return raw if self.objective.link is None else self.objective.link(raw)
+
+    def first_trees(self, n_trees: int) -> "Booster":
+        """The model made of the first n_trees trees."""
+        if not 0 <= n_trees <= self.n_trees:
+            raise ValueError(f"n_trees={n_trees} is outside [0, {self.n_trees}], the trees "
+                             "this model has.")
+        cut = {name: getattr(self, name)[..., :n_trees, :]
+               for name in ("feature", "threshold", "default_left", "split_gain")}
+        return dataclasses.replace(self, leaf_value=self.leaf_value[..., :n_trees, :, :], **cut)
+
+    def staged_predict_raw(self, X) -> jax.Array:
+        """f32[T, N] (or f32[T, N, K]): margins after each round, for learning curves."""
+        X = self._check_X(X)
+        leaves = _leaf_index(self, X)  # [N, T]
+        per_tree = jnp.take_along_axis(self.leaf_value, leaves.T[:, :, None], axis=1)  # [T, N, K]
+        staged = self.base_score + jnp.cumsum(per_tree, axis=0)
+        return staged if self.vector_output else staged[..., 0]
+
+    def save(self, path) -> None:
+        """Writes the model to ``path`` (see ``jaxgbt.io`` for the format)."""
+        from jaxgbt.io import save
+
+        save(self, path)
+
+    def __repr__(self) -> str:
+        return (f"Booster(objective={self.objective.name!r}, n_trees={self.n_trees}, "
+                f"depth={self.depth}, n_features={self.n_features}, n_outputs={self.n_outputs})")
+
+
+def _leaf_index(model: Booster, X: jax.Array) -> jax.Array:
+    """i32[N, T]: leaf ids, from one gather of X per (tree, level)."""
+    x = X[:, model.feature]  # [N, T, D]
+    right = jnp.where(jnp.isnan(x), ~model.default_left, x > model.threshold)
+    place = 2 ** jnp.arange(model.depth - 1, -1, -1, dtype=jnp.int32)  # first level = high bit
+    return jnp.sum(right.astype(jnp.int32) * place, axis=-1)
+
+
+# Trees per step of the prediction scan: enough to amortise the loop, small enough that
+# the [N, trees, D] gather stays small.
+_TREES_PER_STEP = 8
+
+
+def _predict_raw(model: Booster, X: jax.Array) -> jax.Array:
+    """f32[N, K]: base score plus the sum of every tree's leaf value."""
+    n_rows = X.shape[0]
+    n_trees = model.n_trees
+    n_steps = -(-n_trees // _TREES_PER_STEP)
+    pad = n_steps * _TREES_PER_STEP - n_trees
+
+    def padded(a, value):
+        widths = [(0, pad)] + [(0, 0)] * (a.ndim - 1)
+        return jnp.pad(a, widths, constant_values=value).reshape(
+            (n_steps, _TREES_PER_STEP) + a.shape[1:])
+
+    # Padding trees have leaf value 0, so they add nothing.
+    steps = (padded(model.feature, 0), padded(model.threshold, 0.0),
+             padded(model.default_left, True), padded(model.leaf_value, 0.0))
+
+    def step(total, trees):
+        feature, threshold, default_left, leaf_value = trees
+        part = dataclasses.replace(model, feature=feature, threshold=threshold,
+                                   default_left=default_left, leaf_value=leaf_value,
+                                   split_gain=threshold)
+        leaves = _leaf_index(part, X)  # [N, S]
+        values = leaf_value[jnp.arange(_TREES_PER_STEP), leaves]  # [N, S, K]
+        return total + jnp.sum(values, axis=1), None
+
+    start = jnp.broadcast_to(model.base_score, (n_rows, model.n_outputs)).astype(jnp.float32)
+    total, _ = jax.lax.scan(step, start, steps)
+    return total
+
+
+def as_numpy(model: Booster) -> dict[str, np.ndarray]:
+    """The model's arrays as NumPy, by field name."""
+    return {field: np.asarray(getattr(model, field))
+            for field in ("feature", "threshold", "default_left", "split_gain", "leaf_value",
+                          "base_score")}
