@@ -100,7 +100,8 @@ def _compiled_chunk(config, mesh, params, data, raw, first_round, n_trees):
     data_specs = TrainData(bins=P(None, config.axis_name),
                            y=jax.tree.map(lambda _: rows, data.y), weight=rows)
     sharded = jax.shard_map(functools.partial(train_chunk, config), mesh=mesh,
-                            in_specs=(P(), data_specs, rows, P(), P()), out_specs=(rows, P()))
+                            in_specs=(P(), data_specs, rows, P(), P()), out_specs=(rows, P()),
+                            check_vma=False)
     return sharded(params, data, raw, first_round, n_trees)
 
 

@@ -98,7 +98,7 @@ class Booster:
         X = self._check_X(X)
         leaves = _leaf_index(self, X)  # [N, T]
         per_tree = jnp.take_along_axis(self.leaf_value, leaves.T[:, :, None], axis=1)  # [T, N, K]
-        staged = self.base_score + jnp.cumsum(per_tree, axis=0)
+        staged = self.base_score[None, None] + jnp.cumsum(per_tree, axis=0)
         return staged if self.vector_output else staged[..., 0]
 
     def save(self, path) -> None:
@@ -115,9 +115,9 @@ class Booster:
 def _leaf_index(model: Booster, X: jax.Array) -> jax.Array:
     """i32[N, T]: leaf ids, from one gather of X per (tree, level)."""
     x = X[:, model.feature]  # [N, T, D]
-    right = jnp.where(jnp.isnan(x), ~model.default_left, x > model.threshold)
+    right = jnp.where(jnp.isnan(x), ~model.default_left[None], x > model.threshold[None])
     place = 2 ** jnp.arange(model.depth - 1, -1, -1, dtype=jnp.int32)  # first level = high bit
-    return jnp.sum(right.astype(jnp.int32) * place, axis=-1)
+    return jnp.sum(right.astype(jnp.int32) * place[None, None], axis=-1)
 
 
 # Trees per step of the prediction scan: enough to amortise the loop, small enough that
@@ -147,7 +147,7 @@ def _predict_raw(model: Booster, X: jax.Array) -> jax.Array:
                                    default_left=default_left, leaf_value=leaf_value,
                                    split_gain=threshold)
         leaves = _leaf_index(part, X)  # [N, S]
-        values = leaf_value[jnp.arange(_TREES_PER_STEP), leaves]  # [N, S, K]
+        values = leaf_value[jnp.arange(_TREES_PER_STEP)[None, :], leaves]  # [N, S, K]
         return total + jnp.sum(values, axis=1), None
 
     start = jnp.broadcast_to(model.base_score, (n_rows, model.n_outputs)).astype(jnp.float32)

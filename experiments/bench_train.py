@@ -1,0 +1,126 @@
+"""Seconds per tree: jaxgbt against XGBoost, LightGBM and CatBoost in the same run.
+
+    python experiments/bench_train.py [--config configs/bench_train.toml] [--rows 200000]
+
+Prints, per row count: compile seconds (first fit minus a warm fit), seconds per tree of a
+warm fit (binning included, as the anchors' times include theirs), test AUC, and the
+ratio to the fastest anchor.
+"""
+
+import argparse
+import os
+import time
+import tomllib
+
+os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=2")
+
+import jax  # noqa: E402
+import numpy as np  # noqa: E402
+from _synthetic import higgs_like  # noqa: E402
+
+import jaxgbt  # noqa: E402
+
+
+def auc(y: np.ndarray, score: np.ndarray) -> float:
+    order = np.argsort(score, kind="stable")
+    ranks = np.empty(len(score))
+    ranks[order] = np.arange(1, len(score) + 1)
+    positives = y == 1
+    n_pos, n_neg = positives.sum(), (~positives).sum()
+    return float((ranks[positives].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
+
+
+def fit_jaxgbt(cfg, X, y, devices):
+    model = jaxgbt.fit("logistic", X, y, n_trees=cfg["n_trees"], depth=cfg["depth"],
+                       n_bins=cfg["n_bins"], learning_rate=cfg["learning_rate"], l2=cfg["l2"],
+                       devices=devices)
+    jax.block_until_ready(model.leaf_value)
+    return lambda X_: np.asarray(model.predict(X_))
+
+
+def fit_xgboost(cfg, X, y):
+    import xgboost
+
+    model = xgboost.XGBClassifier(n_estimators=cfg["n_trees"], max_depth=cfg["depth"],
+                                  learning_rate=cfg["learning_rate"], reg_lambda=cfg["l2"],
+                                  max_bin=cfg["n_bins"], tree_method="hist", n_jobs=cfg["threads"])
+    model.fit(X, y)
+    return lambda X_: model.predict_proba(X_)[:, 1]
+
+
+def fit_lightgbm(cfg, X, y):
+    import lightgbm
+
+    model = lightgbm.LGBMClassifier(n_estimators=cfg["n_trees"], max_depth=cfg["depth"],
+                                    num_leaves=2 ** cfg["depth"] - 1,
+                                    learning_rate=cfg["learning_rate"], reg_lambda=cfg["l2"],
+                                    max_bin=cfg["n_bins"] - 1, n_jobs=cfg["threads"], verbose=-1)
+    model.fit(X, y)
+    return lambda X_: model.predict_proba(X_)[:, 1]
+
+
+def fit_catboost(cfg, X, y):
+    import catboost
+
+    model = catboost.CatBoostClassifier(iterations=cfg["n_trees"], depth=cfg["depth"],
+                                        learning_rate=cfg["learning_rate"], l2_leaf_reg=cfg["l2"],
+                                        border_count=cfg["n_bins"] - 1,
+                                        thread_count=cfg["threads"], verbose=False,
+                                        allow_writing_files=False)
+    model.fit(X, y)
+    return lambda X_: model.predict_proba(X_)[:, 1]
+
+
+def timed(fn, *args):
+    start = time.perf_counter()
+    result = fn(*args)
+    return result, time.perf_counter() - start
+
+
+def bench_rows(cfg, n_rows):
+    X, y = higgs_like(n_rows + cfg["test_rows"], cfg["seed"])
+    X_train, y_train, X_test, y_test = X[:n_rows], y[:n_rows], X[n_rows:], y[n_rows:]
+    results = []
+    for variant in cfg["jaxgbt_variants"]:
+        devices = None if variant == "one-device" else "all"
+        _, cold = timed(fit_jaxgbt, cfg, X_train, y_train, devices)
+        predict, warm = timed(fit_jaxgbt, cfg, X_train, y_train, devices)
+        results.append((f"jaxgbt ({variant})", warm / cfg["n_trees"], cold - warm,
+                        auc(y_test, predict(X_test))))
+    fitters = {"xgboost": fit_xgboost, "lightgbm": fit_lightgbm, "catboost": fit_catboost}
+    for name in cfg["anchors"]:
+        try:
+            predict, seconds = timed(fitters[name], cfg, X_train, y_train)
+        except ImportError:
+            print(f"{name} is not installed; skipped")
+            continue
+        results.append((name, seconds / cfg["n_trees"], float("nan"), auc(y_test, predict(X_test))))
+    return results
+
+
+def print_table(n_rows, results):
+    anchors = [r for r in results if not r[0].startswith("jaxgbt")]
+    fastest = min((r[1] for r in anchors), default=float("nan"))
+    print(f"\n{n_rows:,} rows, {jax.device_count()} {jax.default_backend()} device(s)")
+    print(f"| library | s/tree | compile s | test AUC | ratio to fastest anchor |")
+    print("|---|---|---|---|---|")
+    for name, per_tree, compile_s, test_auc in results:
+        compile_text = "" if np.isnan(compile_s) else f"{compile_s:.2f}"
+        print(f"| {name} | {per_tree:.4f} | {compile_text} | {test_auc:.4f} | "
+              f"{per_tree / fastest:.2f} |")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--config", default=os.path.join(os.path.dirname(__file__), "..",
+                                                         "configs", "bench_train.toml"))
+    parser.add_argument("--rows", type=int, nargs="*", help="override the config's row counts")
+    args = parser.parse_args()
+    with open(args.config, "rb") as file:
+        cfg = tomllib.load(file)
+    for n_rows in args.rows or cfg["rows"]:
+        print_table(n_rows, bench_rows(cfg, n_rows))
+
+
+if __name__ == "__main__":
+    main()

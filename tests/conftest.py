@@ -1,0 +1,35 @@
+"""Shared fixtures. Two CPU devices so that the row-sharded path runs in every test run."""
+
+import jax
+
+jax.config.update("jax_num_cpu_devices", 2)
+jax.config.update("jax_numpy_rank_promotion", "raise")
+
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+
+# One small shape for most fits, so compiled programs are reused across tests.
+N_ROWS, N_FEATURES = 256, 4
+SMALL = dict(n_trees=8, depth=3, n_bins=16)
+
+
+def make_regression(seed: int = 0, n_rows: int = N_ROWS):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n_rows, N_FEATURES)).astype(np.float32)
+    y = (np.sin(2 * X[:, 0]) + X[:, 1] * X[:, 2] + 0.1 * rng.normal(size=n_rows)).astype(np.float32)
+    return X, y
+
+
+def make_binary(seed: int = 0, n_rows: int = N_ROWS):
+    X, score = make_regression(seed, n_rows)
+    return X, (score > np.median(score)).astype(np.float32)
+
+
+@pytest.fixture
+def regression_data():
+    return make_regression()
+
+
+@pytest.fixture
+def binary_data():
+    return make_binary()

@@ -1,0 +1,166 @@
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pytest
+from conftest import SMALL, make_regression
+
+import jaxgbt
+from jaxgbt.boosting import _compiled_chunk
+
+
+def _rmse(model, X, y):
+    return float(np.sqrt(np.mean((np.asarray(model.predict(X)) - y) ** 2)))
+
+
+def test_boosting_reduces_training_loss_and_predicts_shapes(regression_data):
+    X, y = regression_data
+    model = jaxgbt.fit("squared_error", X, y, **SMALL)
+    assert model.predict(X).shape == (X.shape[0],)
+    assert model.leaf_value.shape == (SMALL["n_trees"], 2 ** SMALL["depth"], 1)
+    staged = np.asarray(model.staged_predict_raw(X))
+    errors = np.sqrt(np.mean((staged - y[None]) ** 2, axis=1))
+    assert np.all(np.diff(errors) < 0), errors
+    np.testing.assert_allclose(staged[-1], model.predict_raw(X), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(model.base_score, [y.mean()], rtol=1e-5)
+
+
+def test_vmap_over_learning_rate_l2_and_weights_equals_separate_fits(regression_data):
+    X, y = regression_data
+    # Few distinct values per feature: every value gets its own bin whatever the weights,
+    # so unweighted binning (used when weights are traced under vmap) equals weighted.
+    X = np.round(X * 2) / 2
+    rates = jnp.array([0.05, 0.3])
+    l2s = jnp.array([0.5, 4.0])
+    weights = jnp.stack([jnp.ones(len(y)), jnp.linspace(0.1, 3.0, len(y))])
+
+    def fit_predict(rate, l2, weight):
+        return jaxgbt.fit("squared_error", X, y, learning_rate=rate, l2=l2, sample_weight=weight,
+                          **SMALL).predict_raw(X)
+
+    stacked = jax.vmap(fit_predict)(rates, l2s, weights)
+    for i in range(2):
+        single = jaxgbt.fit("squared_error", X, y, learning_rate=float(rates[i]), l2=float(l2s[i]),
+                            sample_weight=np.asarray(weights[i]), **SMALL)
+        np.testing.assert_allclose(stacked[i], single.predict_raw(X), rtol=1e-5, atol=1e-5)
+    assert not np.allclose(stacked[0], stacked[1])
+
+
+def test_vmapped_members_equal_single_fits_with_the_same_parameters(regression_data):
+    X, y = regression_data
+    rates = jnp.array([0.1, 0.4])
+    models = jax.vmap(lambda r: jaxgbt.fit("squared_error", X, y, learning_rate=r, **SMALL))(rates)
+    assert models.leaf_value.shape[0] == 2
+    for i, rate in enumerate([0.1, 0.4]):
+        single = jaxgbt.fit("squared_error", X, y, learning_rate=rate, **SMALL)
+        np.testing.assert_array_equal(models.feature[i], single.feature)
+        np.testing.assert_allclose(models.leaf_value[i], single.leaf_value, rtol=1e-5, atol=1e-6)
+
+
+def test_learning_rate_schedule(regression_data):
+    X, y = regression_data
+    constant = jaxgbt.fit("squared_error", X, y, learning_rate=0.2, **SMALL)
+    scheduled = jaxgbt.fit("squared_error", X, y, learning_rate=optax.constant_schedule(0.2),
+                           **SMALL)
+    np.testing.assert_allclose(scheduled.predict_raw(X), constant.predict_raw(X), rtol=1e-6)
+    # The schedule sees the round index: 0.2 for rounds 0-3, then 0.
+    stop_at_4 = optax.piecewise_constant_schedule(0.2, {4: 0.0})
+    stopped = jaxgbt.fit("squared_error", X, y, learning_rate=stop_at_4, **SMALL)
+    np.testing.assert_allclose(stopped.leaf_value[:4], constant.leaf_value[:4], rtol=1e-6)
+    np.testing.assert_array_equal(stopped.leaf_value[4:], 0.0)
+
+
+def test_no_recompilation_when_data_values_hyperparameters_or_n_trees_change():
+    X, y = make_regression(seed=5)
+    jaxgbt.fit("squared_error", X, y, **SMALL)
+    compiled = _compiled_chunk._cache_size()
+    X2, y2 = make_regression(seed=6)
+    jaxgbt.fit("squared_error", X2, y2, learning_rate=0.3, l2=2.0, l1=0.1, min_split_gain=0.01,
+               min_child_weight=2.0, **{**SMALL, "n_trees": 37})
+    assert _compiled_chunk._cache_size() == compiled
+
+
+def test_missing_values_learn_their_direction():
+    rng = np.random.default_rng(3)
+    x = rng.normal(size=2000).astype(np.float32)
+    missing = rng.random(2000) < 0.4
+    # Missing rows behave like large x: only a split that sends NaN right separates them.
+    y = ((x > 0.8) | missing).astype(np.float32)
+    x[missing] = np.nan
+    X = np.stack([x, rng.normal(size=2000).astype(np.float32)], axis=1)
+    model = jaxgbt.fit("logistic", X, y, n_trees=20, depth=1, learning_rate=0.5)
+    assert int(model.feature[0, 0]) == 0 and not bool(model.default_left[0, 0])
+    p = np.asarray(model.predict(X))
+    assert p[missing].min() > 0.8 and p[~missing & (x < 0.5)].max() < 0.2
+    # Filling NaN with a constant loses the separation this model keeps.
+    assert np.mean((p > 0.5) == y) > 0.99
+
+
+def test_zero_hessian_loss_gives_a_finite_model(regression_data):
+    X, y = regression_data
+
+    def absolute_error(y, f):
+        return jnp.abs(y - f)
+
+    model = jaxgbt.fit(absolute_error, X, y, l2=0.0, **SMALL)
+    assert np.isfinite(np.asarray(model.leaf_value)).all()
+    assert np.isfinite(np.asarray(model.predict(X))).all()
+
+
+def test_vector_output_loss(regression_data):
+    X, y = regression_data
+    Y = np.stack([y, -2 * y], axis=1)
+
+    def multi_squared_error(y, f):
+        return 0.5 * jnp.sum((y - f) ** 2)
+
+    model = jaxgbt.fit(multi_squared_error, X, Y, n_outputs=2, learning_rate=0.5, **SMALL)
+    assert model.leaf_value.shape == (SMALL["n_trees"], 2 ** SMALL["depth"], 2)
+    pred = np.asarray(model.predict(X))
+    assert pred.shape == (X.shape[0], 2)
+    # The outputs share tree structure; -2y is fitted as well, relative to its scale.
+    np.testing.assert_allclose(pred[:, 1], -2 * pred[:, 0], rtol=1e-4, atol=1e-4)
+    assert np.mean((pred - Y) ** 2) < 0.5 * np.mean((Y - Y.mean(0)) ** 2)
+
+
+def test_rows_split_over_two_devices_give_the_one_device_model():
+    assert len(jax.devices()) >= 2
+    X, y = make_regression(seed=7, n_rows=255)  # odd: one padding row on the second device
+    one = jaxgbt.fit("squared_error", X, y, **SMALL)
+    two = jaxgbt.fit("squared_error", X, y, devices="all", **SMALL)
+    np.testing.assert_array_equal(two.feature, one.feature)
+    np.testing.assert_array_equal(two.threshold, one.threshold)
+    np.testing.assert_allclose(two.leaf_value, one.leaf_value, rtol=1e-5, atol=1e-6)
+
+
+def test_gradient_of_predictions_with_respect_to_leaves(regression_data):
+    X, y = regression_data
+    model = jaxgbt.fit("squared_error", X, y, **SMALL)
+    grads = jax.grad(lambda m: jnp.sum(m.predict_raw(X)), allow_int=True)(model)
+    leaves = np.asarray(model.leaf_index(X))  # [N, T]
+    counts = np.stack([np.bincount(leaves[:, t], minlength=8) for t in range(SMALL["n_trees"])])
+    np.testing.assert_allclose(grads.leaf_value[..., 0], counts)
+
+
+def test_same_seed_same_model(regression_data):
+    X, y = regression_data
+    a = jaxgbt.fit("squared_error", X, y, seed=3, **SMALL)
+    b = jaxgbt.fit("squared_error", X, y, seed=3, **SMALL)
+    for field in ("feature", "threshold", "default_left", "leaf_value", "base_score"):
+        np.testing.assert_array_equal(getattr(a, field), getattr(b, field))
+
+
+def test_min_split_gain_prunes_every_level(regression_data):
+    X, y = regression_data
+    model = jaxgbt.fit("squared_error", X, y, min_split_gain=1e9, **SMALL)
+    assert np.all(np.asarray(model.split_gain) == 0)
+    # Pass-through levels send every row to leaf 0.
+    assert np.all(np.asarray(model.leaf_index(X)) == 0)
+
+
+@pytest.mark.parametrize("n_trees", [1, 17])
+def test_n_trees_not_a_multiple_of_the_chunk(regression_data, n_trees):
+    X, y = regression_data
+    model = jaxgbt.fit("squared_error", X, y, **{**SMALL, "n_trees": n_trees})
+    assert model.n_trees == n_trees
+    assert np.abs(np.asarray(model.leaf_value[-1])).max() > 0

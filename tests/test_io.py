@@ -1,0 +1,119 @@
+import io
+import json
+import os
+import zipfile
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from conftest import SMALL
+
+import jaxgbt
+from jaxgbt.io import ModelFormatError
+
+
+@pytest.fixture(scope="module")
+def model_and_data():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(256, 4)).astype(np.float32)
+    X[rng.random(X.shape) < 0.1] = np.nan
+    y = (np.nan_to_num(X[:, 0]) + rng.normal(size=256) > 0).astype(np.float32)
+    return jaxgbt.fit("logistic", X, y, **SMALL), X
+
+
+def _rewrite(path, target, edit_header=None, edit_arrays=None):
+    """Copies a saved model to target, changing its header or arrays."""
+    with zipfile.ZipFile(path) as archive:
+        members = {name: archive.read(name) for name in archive.namelist()}
+    header = json.loads(members["header.json"])
+    if edit_header:
+        edit_header(header)
+    members["header.json"] = json.dumps(header).encode()
+    if edit_arrays:
+        for name, array in edit_arrays.items():
+            buffer = io.BytesIO()
+            np.save(buffer, array)
+            members[f"{name}.npy"] = buffer.getvalue()
+    with zipfile.ZipFile(target, "w") as archive:
+        for name, data in members.items():
+            archive.writestr(name, data)
+
+
+def test_round_trip_gives_identical_predictions(model_and_data, tmp_path):
+    model, X = model_and_data
+    path = tmp_path / "model.jgbt"
+    model.save(path)
+    loaded = jaxgbt.load(path)
+    np.testing.assert_array_equal(loaded.predict(X), model.predict(X))
+    np.testing.assert_array_equal(loaded.predict_raw(X), model.predict_raw(X))
+    assert loaded.objective is jaxgbt.objectives.logistic
+    assert [p.name for p in tmp_path.iterdir()] == ["model.jgbt"]  # no temporary left
+
+
+def test_custom_loss_model_round_trip_and_link(tmp_path):
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(256, 4)).astype(np.float32)
+    y = X[:, 0] > 0
+
+    def my_loss(y, f):
+        return jnp.logaddexp(0.0, f) - y * f
+
+    model = jaxgbt.fit(my_loss, X, y, link=jax.nn.sigmoid, **SMALL)
+    model.save(tmp_path / "m.jgbt")
+    with pytest.warns(UserWarning, match="custom link"):
+        raw_only = jaxgbt.load(tmp_path / "m.jgbt")
+    np.testing.assert_array_equal(raw_only.predict(X), model.predict_raw(X))
+    with_link = jaxgbt.load(tmp_path / "m.jgbt", link=jax.nn.sigmoid)
+    np.testing.assert_array_equal(with_link.predict(X), model.predict(X))
+
+
+def test_save_replaces_an_existing_file_atomically(model_and_data, tmp_path):
+    model, X = model_and_data
+    path = tmp_path / "model.jgbt"
+    path.write_bytes(b"old")
+    model.save(path)
+    np.testing.assert_array_equal(jaxgbt.load(path).predict(X), model.predict(X))
+
+
+BAD_FILES = {
+    "not a zip": lambda src, dst: dst.write_bytes(b"hello"),
+    "truncated": lambda src, dst: dst.write_bytes(src.read_bytes()[:200]),
+    "wrong version": lambda src, dst: _rewrite(src, dst, lambda h: h.update(version=99)),
+    "wrong format": lambda src, dst: _rewrite(src, dst, lambda h: h.update(format="other")),
+    "huge tree count": lambda src, dst: _rewrite(src, dst, lambda h: h.update(n_trees=10**9)),
+    "depth out of range": lambda src, dst: _rewrite(src, dst, lambda h: h.update(depth=40)),
+    "shape mismatch": lambda src, dst: _rewrite(src, dst, lambda h: h.update(n_trees=3)),
+    "feature out of range": lambda src, dst: _rewrite(
+        src, dst, edit_arrays={"feature": np.full((8, 3), 99, np.int32)}),
+    "nan threshold": lambda src, dst: _rewrite(
+        src, dst, edit_arrays={"threshold": np.full((8, 3), np.nan, np.float32)}),
+    "wrong dtype": lambda src, dst: _rewrite(
+        src, dst, edit_arrays={"leaf_value": np.zeros((8, 8, 1), np.float64)}),
+    "object array": lambda src, dst: _rewrite(
+        src, dst, edit_arrays={"base_score": np.array([object()], dtype=object)}),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_FILES))
+def test_load_rejects_bad_files(model_and_data, tmp_path, case):
+    model, _ = model_and_data
+    good = tmp_path / "good.jgbt"
+    model.save(good)
+    bad = tmp_path / "bad.jgbt"
+    BAD_FILES[case](good, bad)
+    with pytest.raises(ModelFormatError, match="not a valid jaxgbt model"):
+        jaxgbt.load(bad)
+
+
+def test_load_missing_file_raises_file_not_found(tmp_path):
+    with pytest.raises(FileNotFoundError):
+        jaxgbt.load(tmp_path / "absent.jgbt")
+
+
+def test_save_refuses_a_stack_of_models(model_and_data, tmp_path):
+    model, _ = model_and_data
+    stacked = jax.tree.map(lambda a: jnp.stack([a, a]), model)
+    with pytest.raises(ValueError, match="stack of models"):
+        stacked.save(tmp_path / "s.jgbt")
+    assert not os.listdir(tmp_path)

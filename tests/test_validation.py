@@ -1,0 +1,108 @@
+"""Bad input: each case raises a clear error before any tracing, naming the argument."""
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from conftest import SMALL, make_regression
+
+import jaxgbt
+
+X_OK, Y_OK = make_regression(seed=11)
+Y_BINARY = (Y_OK > 0).astype(np.float32)
+
+
+def _with(array, index, value):
+    array = array.copy()
+    array[index] = value
+    return array
+
+
+CASES = [
+    # (id, fit arguments, exception type, message pattern)
+    ("X 1-D", dict(X=X_OK[:, 0]), ValueError, "X must be 2-D"),
+    ("X empty", dict(X=X_OK[:0], y=Y_OK[:0]), ValueError, "X is empty"),
+    ("X no features", dict(X=X_OK[:, :0]), ValueError, "X is empty"),
+    ("X strings", dict(X=np.full((256, 4), "a")), TypeError, "X must hold numbers"),
+    ("X objects", dict(X=np.empty((256, 4), dtype=object)), TypeError, "X must hold numbers"),
+    ("X complex", dict(X=X_OK.astype(np.complex64)), TypeError, "real numbers"),
+    ("X inf", dict(X=_with(X_OK, (3, 1), np.inf)), ValueError, "infinite values.*row 3"),
+    ("y length", dict(y=Y_OK[:-1]), ValueError, "y has 255 rows but X has 256"),
+    ("y nan", dict(y=_with(Y_OK, 5, np.nan)), ValueError, "y contains 1 NaN"),
+    ("y inf", dict(y=_with(Y_OK, 5, np.inf)), ValueError, "y contains 1 NaN or infinite"),
+    ("y strings", dict(y=np.array(["a"] * 256)), TypeError, "y must hold numbers"),
+    ("logistic label 2", dict(loss="logistic", y=_with(Y_BINARY, 0, 2.0)), ValueError,
+     "outside the domain of loss 'logistic'"),
+    ("weights length", dict(sample_weight=np.ones(3)), ValueError, r"shape \(256,\)"),
+    ("weights negative", dict(sample_weight=_with(np.ones(256), 0, -1.0)), ValueError,
+     "negative"),
+    ("weights nan", dict(sample_weight=_with(np.ones(256), 0, np.nan)), ValueError,
+     "sample_weight contains NaN"),
+    ("weights all zero", dict(sample_weight=np.zeros(256)), ValueError, "sums to 0"),
+    ("n_trees zero", dict(n_trees=0), ValueError, "n_trees=0"),
+    ("n_trees float", dict(n_trees=2.5), TypeError, "n_trees must be an integer"),
+    ("depth zero", dict(depth=0), ValueError, "depth=0"),
+    ("depth huge", dict(depth=30), ValueError, r"depth=30 .* \[1, 12\]"),
+    ("n_bins 2", dict(n_bins=2), ValueError, r"n_bins=2 .* \[3, 256\]"),
+    ("n_bins 300", dict(n_bins=300), ValueError, "n_bins=300"),
+    ("learning_rate 0", dict(learning_rate=0.0), ValueError, "learning_rate=0.0 must be > 0"),
+    ("learning_rate nan", dict(learning_rate=float("nan")), ValueError, "learning_rate"),
+    ("l2 negative", dict(l2=-1.0), ValueError, "l2=-1.0"),
+    ("l1 negative", dict(l1=-0.1), ValueError, "l1=-0.1"),
+    ("min_child_weight nan", dict(min_child_weight=float("nan")), ValueError,
+     "min_child_weight"),
+    ("min_split_gain string", dict(min_split_gain="big"), TypeError, "min_split_gain must be"),
+    ("unknown loss", dict(loss="hinge_of_doom"), ValueError, "not a built-in objective"),
+    ("loss not callable", dict(loss=42), TypeError, "loss must be"),
+    ("loss non-scalar", dict(loss=lambda y, f: jnp.stack([f, f])), ValueError,
+     "must return a scalar"),
+    ("loss raises", dict(loss=lambda y, f: y["missing"]), TypeError, "failed on one row"),
+    ("loss nan gradients", dict(loss=lambda y, f: jnp.sqrt(y - 10.0) * f), FloatingPointError,
+     "NaN or infinite gradients .* for 256 of 256 rows"),
+    ("base_score nan", dict(base_score=float("nan")), ValueError, "base_score=nan"),
+    ("n_outputs zero", dict(n_outputs=0), ValueError, "n_outputs=0"),
+    ("devices unknown", dict(devices="gpus"), ValueError, "devices='gpus'"),
+    ("devices not devices", dict(devices=[1, 2]), TypeError, "list of jax devices"),
+    ("link not callable", dict(link="sigmoid"), TypeError, "link must be a function"),
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=[case[0] for case in CASES])
+def test_bad_input_raises_a_clear_error(case):
+    _, changes, error, pattern = case
+    arguments = dict(loss="squared_error", X=X_OK, y=Y_OK, **SMALL)
+    arguments.update(changes)
+    loss, X, y = arguments.pop("loss"), arguments.pop("X"), arguments.pop("y")
+    with pytest.raises(error, match=pattern):
+        jaxgbt.fit(loss, X, y, **arguments)
+
+
+def test_inputs_are_not_modified():
+    X = _with(X_OK, (0, 0), np.nan)
+    y = Y_OK.copy()
+    weight = np.linspace(0.5, 1.5, 256)
+    copies = X.copy(), y.copy(), weight.copy()
+    jaxgbt.fit("squared_error", X, y, sample_weight=weight, **SMALL)
+    for before, after in zip(copies, (X, y, weight)):
+        np.testing.assert_array_equal(before, after)
+
+
+@pytest.fixture(scope="module")
+def small_model():
+    return jaxgbt.fit("squared_error", X_OK, Y_OK, **SMALL)
+
+
+@pytest.mark.parametrize("X, pattern", [
+    (X_OK[:, :3], "X has 3 features but the model was trained on 4"),
+    (X_OK[0], "X must be 2-D"),
+    (np.full((2, 4), "x"), "X must hold numbers"),
+])
+def test_predict_checks_its_input(small_model, X, pattern):
+    with pytest.raises((ValueError, TypeError), match=pattern):
+        small_model.predict(X)
+
+
+def test_first_trees_range(small_model):
+    with pytest.raises(ValueError, match="n_trees=9 is outside"):
+        small_model.predict(X_OK, n_trees=9)
+    np.testing.assert_allclose(small_model.predict(X_OK, n_trees=0),
+                               np.full(256, float(small_model.base_score[0])))
