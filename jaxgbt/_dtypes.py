@@ -16,9 +16,10 @@ import numpy as np
 # largest array of a fit and the one every level reads, so its width sets the speed.
 BIN_DTYPE = np.uint8
 
-# Gradients, Hessians, histograms, margins and leaf values. float32 histograms summed
-# over 1e6 rows keep a relative error near 1e-6 (checked against a float64 reference in
-# tests/test_tree.py); that is below what changes a split except on exact ties.
+# Gradients, Hessians, histograms, margins and leaf values. A float32 histogram summed
+# over 1e6 rows (16 bins) measured a worst per-bin relative error of 1.3e-5 against
+# float64; that changes a split only on near-ties. tests/test_tree.py checks whole trees
+# against a float64 reference, and against float64 jaxgbt under jax.enable_x64.
 FLOAT_DTYPE = np.float32
 
 # Node and leaf ids, feature indices, bin indices.

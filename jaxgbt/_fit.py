@@ -73,9 +73,9 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
                          axis_name=None if mesh is None else ROW_AXIS)
     trees, _ = train(config, params, data, start, n_trees, mesh)
 
-    threshold_table = jnp.concatenate(
-        [jnp.asarray(thresholds), jnp.full((X.shape[1], 1), jnp.inf, jnp.float32)], axis=1)
-    model = Booster(feature=trees.feature, threshold=threshold_table[trees.feature, trees.split_bin],
+    # Split bins are at most B - 2, the last value bin, whose threshold is +inf.
+    threshold = jnp.asarray(thresholds)[trees.feature, trees.split_bin]
+    model = Booster(feature=trees.feature, threshold=threshold,
                     default_left=trees.default_left, split_gain=trees.gain,
                     leaf_value=trees.leaf_value, base_score=start, objective=objective,
                     n_features=X.shape[1], vector_output=vector_output)

@@ -55,9 +55,9 @@ class Booster:
         return self.leaf_value.shape[-1]
 
     def _check_X(self, X) -> jax.Array:
-        if not isinstance(X, jax.core.Tracer):
-            from jaxgbt._validation import check_predict_X
+        from jaxgbt._validation import check_predict_X, is_traced
 
+        if not is_traced(X):
             check_predict_X(X, self.n_features)
         return jnp.asarray(X, jnp.float32)
 

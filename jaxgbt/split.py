@@ -3,13 +3,13 @@
 The gain is XGBoost's (Chen & Guestrin 2016, eq. 7) with an L1 term: for gradient
 and Hessian sums G, H of a node,
 
-    score(G, H) = T(G)^2 / (H + l2),  T(G) = sign(G) * max(|G| - l1, 0)
+    score(G, H) = T(G)^2 / max(H + l2, 1e-6),  T(G) = sign(G) * max(|G| - l1, 0)
     gain        = (score(G_L, H_L) + score(G_R, H_R) - score(G, H)) / 2
 
 summed over outputs. An oblivious level applies one (feature, threshold, missing
 direction) to every node of the level, so its gain is the sum over nodes; a node whose
 left or right child would hold less Hessian than ``min_child_weight`` adds nothing.
-The level is split only when that sum exceeds ``min_split_gain``; otherwise it is a
+The level is split only when that sum exceeds ``max(min_split_gain, 0)``; otherwise it is a
 pass-through level that sends every row left, so that trees keep a fixed shape.
 """
 
@@ -90,7 +90,8 @@ def best_level_split(hist: jax.Array, params: SplitParams) -> LevelSplit:
 
     Ties go to the lowest feature, then the lowest bin, then missing-left. When no
     candidate beats ``min_split_gain`` the result is the pass-through split (feature
-    0, the last value bin, missing left), which sends every row left.
+    0, the last value bin, missing left), which sends every row left. A gain equal to
+    ``min_split_gain`` does not split.
     """
     gains = level_gains(hist, params)
     n_features, n_value_bins, _ = gains.shape

@@ -1,0 +1,287 @@
+"""Slow, obvious float64 NumPy versions of jaxgbt's binning, histogram, split gain,
+oblivious-tree growth and prediction, written from the docstrings with plain loops.
+
+Shapes use the names of ``jaxgbt/_dtypes.py``: N rows, F features, B bins (the last
+one holds NaN), D levels, L = 2**D leaves, T trees, K outputs, C = 2K.
+"""
+
+from typing import NamedTuple
+
+import numpy as np
+
+MIN_DENOMINATOR = 1e-6
+
+
+# Binning -------------------------------------------------------------------------------
+
+
+def cut_points(values: np.ndarray, weights: np.ndarray, n_bins: int) -> np.ndarray:
+    """Cut points f32[<= B - 2] of one feature's non-missing values.
+
+    With at most B - 1 distinct values every gap between neighbours is cut; otherwise
+    the cut after the first distinct value whose cumulative weight reaches
+    ``total * k / (B - 1)``, for k = 1 .. B - 2 (the last gap at most). A cut is the
+    float32 midpoint of its gap, or the lower value where that rounds to the upper.
+    """
+    values = np.asarray(values, np.float32)
+    weights = np.asarray(weights, np.float64)
+    n_value_bins = n_bins - 1
+    distinct = sorted({float(v) for v in values})
+    if len(distinct) <= 1:
+        return np.empty(0, np.float32)
+    if len(distinct) <= n_value_bins:
+        gaps = range(len(distinct) - 1)
+    else:
+        position = {v: i for i, v in enumerate(distinct)}
+        mass = [0.0] * len(distinct)
+        for v, w in zip(values, weights, strict=True):
+            mass[position[float(v)]] += float(w)
+        if sum(mass) <= 0:
+            mass = [0.0] * len(distinct)
+            for v in values:
+                mass[position[float(v)]] += 1.0
+        cumulative, running = [], 0.0
+        for m in mass:
+            running += m
+            cumulative.append(running)
+        total = cumulative[-1]
+        gaps = set()
+        for k in range(1, n_value_bins):
+            level = total * k / n_value_bins
+            first = next((i for i, c in enumerate(cumulative) if c >= level), len(distinct))
+            gaps.add(min(first, len(distinct) - 2))
+    cuts = set()
+    for i in gaps:
+        lower, upper = distinct[i], distinct[i + 1]
+        cut = np.float32((lower + upper) / 2)
+        if cut >= np.float32(upper):
+            cut = np.float32(lower)
+        cuts.add(float(cut))
+    return np.array(sorted(cuts), np.float32)
+
+
+def thresholds(X: np.ndarray, n_bins: int, sample_weight: np.ndarray | None = None) -> np.ndarray:
+    """f32[F, B - 1]: each feature's cut points, then +inf."""
+    n_rows, n_features = X.shape
+    weights = np.ones(n_rows) if sample_weight is None else np.asarray(sample_weight, np.float64)
+    table = np.full((n_features, n_bins - 1), np.inf, np.float32)
+    for f in range(n_features):
+        present = ~np.isnan(X[:, f])
+        cuts = cut_points(X[present, f], weights[present], n_bins)
+        table[f, : len(cuts)] = cuts
+    return table
+
+
+def apply_bins(X: np.ndarray, table: np.ndarray) -> np.ndarray:
+    """i64[F, N]: the first bin b with ``x <= table[f, b]``; NaN goes to bin B - 1."""
+    n_rows, n_features = X.shape
+    missing_bin = table.shape[1]
+    bins = np.empty((n_features, n_rows), np.int64)
+    for f in range(n_features):
+        for i in range(n_rows):
+            x = X[i, f]
+            if np.isnan(x):
+                bins[f, i] = missing_bin
+            else:
+                bins[f, i] = next(b for b in range(missing_bin) if x <= table[f, b])
+    return bins
+
+
+# Histogram and gain ----------------------------------------------------------------------
+
+
+def histogram(bins: np.ndarray, node: np.ndarray, gh: np.ndarray, n_nodes: int,
+              n_bins: int) -> np.ndarray:
+    """f64[F, n_nodes, B, C]: sums of the rows of gh (N, C) per feature, node and bin."""
+    bins = np.asarray(bins)
+    gh = np.asarray(gh, np.float64)
+    n_features, n_rows = bins.shape
+    hist = np.zeros((n_features, n_nodes, n_bins, gh.shape[1]))
+    for f in range(n_features):
+        for i in range(n_rows):
+            hist[f, node[i], bins[f, i]] += gh[i]
+    return hist
+
+
+def soft_threshold(G, l1):
+    """sign(G) * max(|G| - l1, 0)."""
+    return np.sign(G) * np.maximum(np.abs(G) - l1, 0.0)
+
+
+def score(G: np.ndarray, H: np.ndarray, l2: float, l1: float) -> float:
+    """T(G)^2 / max(H + l2, 1e-6), summed over outputs."""
+    total = 0.0
+    for g, h in zip(G, H, strict=True):
+        total += soft_threshold(g, l1) ** 2 / max(h + l2, MIN_DENOMINATOR)
+    return total
+
+
+def _sum_bins(hist_node: np.ndarray, bins) -> np.ndarray:
+    """Sequential sum of hist_node[b] (shape (C,)) over bins."""
+    total = np.zeros(hist_node.shape[-1])
+    for b in bins:
+        total = total + hist_node[b]
+    return total
+
+
+def level_gains(hist: np.ndarray, l2: float, l1: float, min_child_weight: float) -> np.ndarray:
+    """f64[F, B - 1, 2]: gain of "bin <= b goes left", missing left (0) or right (1).
+
+    Per node ``0.5 * (score(L) + score(R) - score(parent))``, or 0 when either child's
+    H summed over outputs is below min_child_weight; summed over nodes.
+    """
+    n_features, n_nodes, n_bins, n_columns = hist.shape
+    K = n_columns // 2
+    missing_bin = n_bins - 1
+    gains = np.zeros((n_features, n_bins - 1, 2))
+    for f in range(n_features):
+        for b in range(n_bins - 1):
+            for missing_right in (0, 1):
+                total = 0.0
+                for n in range(n_nodes):
+                    h = hist[f, n]
+                    parent = _sum_bins(h, range(n_bins))
+                    left = _sum_bins(h, range(b + 1))
+                    right = _sum_bins(h, range(b + 1, missing_bin))
+                    if missing_right:
+                        right = right + h[missing_bin]
+                    else:
+                        left = left + h[missing_bin]
+                    if left[K:].sum() < min_child_weight or right[K:].sum() < min_child_weight:
+                        continue
+                    total += 0.5 * (score(left[:K], left[K:], l2, l1)
+                                    + score(right[:K], right[K:], l2, l1)
+                                    - score(parent[:K], parent[K:], l2, l1))
+                gains[f, b, missing_right] = total
+    return gains
+
+
+class Split(NamedTuple):
+    feature: int
+    split_bin: int
+    default_left: bool
+    gain: float
+
+
+def best_split(gains: np.ndarray, min_split_gain: float) -> Split:
+    """Largest gain, ties to the lowest feature, then bin, then missing-left; the
+    pass-through split (0, B - 2, True, 0.0) when it is <= max(min_split_gain, 0)."""
+    n_features, n_value_bins, _ = gains.shape
+    best = None
+    for f in range(n_features):
+        for b in range(n_value_bins):
+            for missing_right in (0, 1):
+                if best is None or gains[f, b, missing_right] > best[0]:
+                    best = (gains[f, b, missing_right], f, b, missing_right)
+    gain, f, b, missing_right = best
+    if not gain > max(min_split_gain, 0.0):
+        return Split(0, n_value_bins - 1, True, 0.0)
+    return Split(f, b, missing_right == 0, float(gain))
+
+
+# Trees -----------------------------------------------------------------------------------
+
+
+def goes_right(bin_value: int, split_bin: int, default_left: bool, n_bins: int) -> bool:
+    """Missing (bin B - 1) goes by default_left, any other bin right when > split_bin."""
+    if bin_value == n_bins - 1:
+        return not default_left
+    return bin_value > split_bin
+
+
+def route_binned(bins: np.ndarray, feature: np.ndarray, split_bin: np.ndarray,
+                 default_left: np.ndarray, n_bins: int) -> np.ndarray:
+    """i64[N, T]: leaf of each row in each tree (arrays of shape (T, D)), from bins."""
+    n_trees, depth = feature.shape
+    n_rows = bins.shape[1]
+    leaves = np.zeros((n_rows, n_trees), np.int64)
+    for i in range(n_rows):
+        for t in range(n_trees):
+            for d in range(depth):
+                right = goes_right(bins[feature[t, d], i], split_bin[t, d], default_left[t, d],
+                                   n_bins)
+                leaves[i, t] += int(right) * 2 ** (depth - 1 - d)
+    return leaves
+
+
+class Tree(NamedTuple):
+    feature: np.ndarray  # i64[D]
+    split_bin: np.ndarray  # i64[D]
+    default_left: np.ndarray  # bool[D]
+    gain: np.ndarray  # f64[D]
+    leaf_value: np.ndarray  # f64[L, K]
+    leaf: np.ndarray  # i64[N]
+
+
+def leaf_values(gh: np.ndarray, leaf: np.ndarray, n_leaves: int, l2: float,
+                l1: float) -> np.ndarray:
+    """f64[L, K]: -T(G) / max(H + l2, 1e-6) of the rows in each leaf."""
+    gh = np.asarray(gh, np.float64)
+    K = gh.shape[1] // 2
+    sums = np.zeros((n_leaves, gh.shape[1]))
+    for i in range(gh.shape[0]):
+        sums[leaf[i]] += gh[i]
+    values = np.zeros((n_leaves, K))
+    for j in range(n_leaves):
+        for k in range(K):
+            G, H = sums[j, k], sums[j, K + k]
+            values[j, k] = -soft_threshold(G, l1) / max(H + l2, MIN_DENOMINATOR)
+    return values
+
+
+def grow_tree(bins: np.ndarray, gh: np.ndarray, depth: int, n_bins: int, *, l2: float,
+              l1: float = 0.0, min_split_gain: float = 0.0,
+              min_child_weight: float = 0.0) -> Tree:
+    """One oblivious tree of depth D on binned data u8[F, N] with gh f[N, 2K].
+
+    Level d histograms the 2**d nodes of the level, picks ``best_split`` and sends
+    each row right or left; a row's leaf is ``sum_d right_d * 2**(D - 1 - d)``.
+    """
+    bins = np.asarray(bins, np.int64)
+    n_rows = bins.shape[1]
+    rights = np.zeros((depth, n_rows), np.int64)
+    splits = []
+    for d in range(depth):
+        node = np.zeros(n_rows, np.int64)
+        for previous in range(d):
+            node += rights[previous] * 2 ** (d - 1 - previous)
+        gains = level_gains(histogram(bins, node, gh, 2**d, n_bins), l2, l1, min_child_weight)
+        split = best_split(gains, min_split_gain)
+        for i in range(n_rows):
+            rights[d, i] = goes_right(bins[split.feature, i], split.split_bin,
+                                      split.default_left, n_bins)
+        splits.append(split)
+    leaf = np.zeros(n_rows, np.int64)
+    for d in range(depth):
+        leaf += rights[d] * 2 ** (depth - 1 - d)
+    return Tree(
+        feature=np.array([s.feature for s in splits]),
+        split_bin=np.array([s.split_bin for s in splits]),
+        default_left=np.array([s.default_left for s in splits]),
+        gain=np.array([s.gain for s in splits]),
+        leaf_value=leaf_values(gh, leaf, 2**depth, l2, l1),
+        leaf=leaf,
+    )
+
+
+def predict(X: np.ndarray, feature: np.ndarray, threshold: np.ndarray,
+            default_left: np.ndarray, leaf_value: np.ndarray,
+            base_score: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Raw margins f64[N, K] and leaves i64[N, T] of a model on float features.
+
+    ``feature``, ``threshold``, ``default_left`` have shape (T, D) and ``leaf_value``
+    (T, L, K). At each level ``x <= threshold`` goes left and NaN by default_left.
+    """
+    n_trees, depth = feature.shape
+    n_rows = X.shape[0]
+    leaves = np.zeros((n_rows, n_trees), np.int64)
+    raw = np.zeros((n_rows, leaf_value.shape[-1]))
+    for i in range(n_rows):
+        raw[i] = np.asarray(base_score, np.float64)
+        for t in range(n_trees):
+            for d in range(depth):
+                x = X[i, feature[t, d]]
+                right = (not default_left[t, d]) if np.isnan(x) else not x <= threshold[t, d]
+                leaves[i, t] += int(right) * 2 ** (depth - 1 - d)
+            raw[i] += leaf_value[t, leaves[i, t]]
+    return raw, leaves

@@ -1,0 +1,98 @@
+"""jaxgbt.binning against the NumPy reference and hand-computed cut points."""
+
+import numpy as np
+import pytest
+import reference
+from numpy.testing import assert_array_equal
+
+from jaxgbt.binning import apply_bins, compute_thresholds
+
+N_BINS = 16
+
+
+def _mixed_features(seed: int = 0, n_rows: int = 300) -> np.ndarray:
+    """f32[N, 5]: continuous (quantile cuts), few distinct values (midpoint cuts),
+    constant, heavy duplicates, and about 10% NaN in the first two columns."""
+    rng = np.random.default_rng(seed)
+    X = np.column_stack([
+        rng.normal(size=n_rows),
+        rng.integers(0, 6, n_rows).astype(float) * 0.7,
+        np.full(n_rows, 3.25),
+        np.round(rng.exponential(size=n_rows), 1),
+        rng.uniform(-5, 5, n_rows),
+    ]).astype(np.float32)
+    X[rng.random(n_rows) < 0.1, 0] = np.nan
+    X[rng.random(n_rows) < 0.1, 1] = np.nan
+    return X
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+def test_thresholds_match_reference(weighted):
+    X = _mixed_features()
+    weight = np.random.default_rng(1).uniform(0.1, 3.0, X.shape[0]).astype(np.float32)
+    w = weight if weighted else None
+    table = compute_thresholds(X, N_BINS, w)
+    assert table.shape == (5, N_BINS - 1) and table.dtype == np.float32
+    assert_array_equal(table, reference.thresholds(X, N_BINS, w))
+    # Quantile features use every cut they may (B - 2); the last value bin stays +inf.
+    assert np.isfinite(table[4]).sum() == N_BINS - 2
+    assert np.isposinf(table[:, -1]).all()
+
+
+def test_few_distinct_values_cut_at_midpoints():
+    # B - 1 = 4 distinct values: every gap is cut, although quantiles would cut only 0 | 1.
+    X = np.array([[0.0]] * 10 + [[1.0], [2.0], [5.0], [2.0], [np.nan]], np.float32)
+    table = compute_thresholds(X, 5)
+    assert_array_equal(table[0], [0.5, 1.5, 3.5, np.inf])
+    assert_array_equal(apply_bins(X, table)[0, 9:], [0, 1, 2, 3, 2, 4])
+    assert_array_equal(table, reference.thresholds(X, 5))
+
+
+def test_adjacent_float32_values_get_separate_bins():
+    lower = np.float32(1.0) + np.float32(2.0**-23)  # odd last bit: the midpoint rounds up
+    upper = np.nextafter(lower, np.float32(2.0))
+    assert np.float32((np.float64(lower) + np.float64(upper)) / 2) == upper
+    X = np.array([[lower], [upper]], np.float32)
+    table = compute_thresholds(X, 4)
+    assert table[0, 0] == lower
+    assert_array_equal(apply_bins(X, table)[0], [0, 1])
+
+
+def test_constant_feature_gets_no_cut():
+    X = np.column_stack([np.full(50, 7.5), np.linspace(0, 1, 50)]).astype(np.float32)
+    X[::7, 0] = np.nan
+    table = compute_thresholds(X, N_BINS)
+    assert np.isposinf(table[0]).all()
+    bins = apply_bins(X, table)[0]
+    assert_array_equal(bins, np.where(np.isnan(X[:, 0]), N_BINS - 1, 0))
+
+
+def test_weights_shift_quantiles():
+    X = np.arange(1000, dtype=np.float32)[:, None]
+    assert_array_equal(compute_thresholds(X, 5)[0], [249.5, 499.5, 749.5, np.inf])
+    # Weight 3 above 500: mass 2000, levels 500, 1000, 1500 are reached at 499, 666, 833.
+    weight = np.where(X[:, 0] >= 500, 3.0, 1.0).astype(np.float32)
+    table = compute_thresholds(X, 5, weight)
+    assert_array_equal(table[0], [499.5, 666.5, 833.5, np.inf])
+    assert_array_equal(table, reference.thresholds(X, 5, weight))
+
+
+def test_apply_bins_first_bin_with_x_at_most_threshold():
+    X = _mixed_features(seed=2)
+    table = compute_thresholds(X, N_BINS)
+    # Rows exactly on a cut, one float32 step on either side of it, and NaN.
+    cuts = table[:, :4]
+    X_edges = np.concatenate([
+        X,
+        cuts.T,
+        np.nextafter(cuts, np.float32(np.inf)).T,
+        np.nextafter(cuts, np.float32(-np.inf)).T,
+        np.full((1, 5), np.nan, np.float32),
+    ]).astype(np.float32)
+    X_edges[np.isinf(X_edges)] = 0.0
+    bins = apply_bins(X_edges, table)
+    assert bins.shape == (5, X_edges.shape[0]) and bins.dtype == np.uint8
+    assert_array_equal(bins, reference.apply_bins(X_edges, table))
+    assert_array_equal(bins[:, -1], N_BINS - 1)
+    on_cut = bins[:, X.shape[0]: X.shape[0] + 4]
+    assert_array_equal(on_cut[[0, 1, 3, 4]], np.tile(np.arange(4), (4, 1)))

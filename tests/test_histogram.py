@@ -1,0 +1,72 @@
+"""jaxgbt.histogram.build_histogram against the NumPy reference."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import reference
+from numpy.testing import assert_allclose, assert_array_equal
+
+from jaxgbt.histogram import build_histogram
+
+N_ROWS, N_FEATURES, N_BINS, N_NODES = 300, 5, 16, 4
+
+_build = jax.jit(build_histogram, static_argnames=("n_nodes", "n_bins"))
+
+
+def _inputs(n_outputs: int, seed: int = 0):
+    rng = np.random.default_rng(seed)
+    bins = rng.integers(0, N_BINS, (N_FEATURES, N_ROWS)).astype(np.uint8)
+    bins[0] = np.minimum(bins[0], 5)  # bins 6 .. B - 1 of feature 0 stay empty
+    node = rng.integers(0, N_NODES - 1, N_ROWS).astype(np.int32)  # node 3 stays empty
+    g = rng.normal(size=(N_ROWS, n_outputs))
+    h = rng.uniform(0.1, 2.0, (N_ROWS, n_outputs))
+    weight = rng.uniform(0.5, 2.0, (N_ROWS, 1))
+    return bins, node, np.concatenate([g * weight, h * weight], axis=1)
+
+
+@pytest.mark.parametrize("n_outputs", [1, 2])
+def test_histogram_matches_reference_float32(n_outputs):
+    bins, node, gh = _inputs(n_outputs)
+    hist = _build(jnp.asarray(bins), jnp.asarray(node), jnp.asarray(gh, jnp.float32),
+                  n_nodes=N_NODES, n_bins=N_BINS)
+    assert hist.shape == (N_FEATURES, N_NODES, N_BINS, 2 * n_outputs)
+    assert hist.dtype == jnp.float32
+    expected = reference.histogram(bins, node, gh, N_NODES, N_BINS)
+    assert_allclose(np.asarray(hist), expected, rtol=1e-5, atol=1e-5)
+    assert_array_equal(np.asarray(hist)[0, :, 6:], 0.0)
+    assert_array_equal(np.asarray(hist)[:, 3], 0.0)
+
+
+def test_histogram_matches_reference_many_features():
+    rng = np.random.default_rng(3)
+    bins = rng.integers(0, N_BINS, (37, N_ROWS)).astype(np.uint8)
+    node = rng.integers(0, N_NODES, N_ROWS).astype(np.int32)
+    gh = rng.normal(size=(N_ROWS, 2)).astype(np.float32)
+    hist = _build(jnp.asarray(bins), jnp.asarray(node), jnp.asarray(gh), n_nodes=N_NODES,
+                  n_bins=N_BINS)
+    assert_allclose(np.asarray(hist), reference.histogram(bins, node, gh, N_NODES, N_BINS),
+                    rtol=1e-5, atol=1e-5)
+
+
+def test_histogram_matches_reference_float64():
+    bins, node, gh = _inputs(n_outputs=2)
+    with jax.enable_x64(True):
+        hist = _build(jnp.asarray(bins), jnp.asarray(node), jnp.asarray(gh, jnp.float64),
+                      n_nodes=N_NODES, n_bins=N_BINS)
+        assert hist.dtype == jnp.float64
+        hist = np.asarray(hist)
+    assert_allclose(hist, reference.histogram(bins, node, gh, N_NODES, N_BINS),
+                    rtol=1e-12, atol=1e-12)
+
+
+def test_reference_histogram_by_hand():
+    bins = np.array([[0, 2, 2, 1], [1, 1, 0, 2]])
+    node = np.array([0, 1, 1, 0])
+    gh = np.array([[1.0, 10.0], [2.0, 20.0], [3.0, 30.0], [4.0, 40.0]])
+    hist = reference.histogram(bins, node, gh, 2, 3)
+    assert_array_equal(hist[0, 0], [[1, 10], [4, 40], [0, 0]])
+    assert_array_equal(hist[0, 1], [[0, 0], [0, 0], [5, 50]])
+    assert_array_equal(hist[1, 0], [[0, 0], [1, 10], [4, 40]])
+    assert_array_equal(hist[1, 1], [[3, 30], [2, 20], [0, 0]])
+

@@ -1,0 +1,133 @@
+"""jaxgbt.split: level gains and the best split against the NumPy reference and by hand."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import reference
+from numpy.testing import assert_allclose, assert_array_equal
+
+from jaxgbt.split import SplitParams, best_level_split, level_gains
+
+N_ROWS, N_FEATURES, N_BINS, N_NODES = 300, 5, 16, 4
+
+_gains = jax.jit(level_gains)
+_best = jax.jit(best_level_split)
+
+
+def _params(dtype=jnp.float32, *, l2=1.0, l1=0.0, min_split_gain=0.0, min_child_weight=0.0):
+    return SplitParams(l2=jnp.asarray(l2, dtype), l1=jnp.asarray(l1, dtype),
+                       min_split_gain=jnp.asarray(min_split_gain, dtype),
+                       min_child_weight=jnp.asarray(min_child_weight, dtype))
+
+
+def _random_hist(n_outputs: int, seed: int = 0) -> np.ndarray:
+    """f64[F, 4, B, 2K] of 300 random rows, node 3 empty, about 10% missing."""
+    rng = np.random.default_rng(seed)
+    bins = rng.integers(0, N_BINS - 1, (N_FEATURES, N_ROWS))
+    bins[rng.random((N_FEATURES, N_ROWS)) < 0.1] = N_BINS - 1
+    node = rng.integers(0, N_NODES - 1, N_ROWS)
+    g = rng.normal(size=(N_ROWS, n_outputs)) + 0.3
+    h = rng.uniform(0.1, 2.0, (N_ROWS, n_outputs))
+    weight = rng.uniform(0.5, 2.0, (N_ROWS, 1))
+    gh = np.concatenate([g * weight, h * weight], axis=1)
+    return reference.histogram(bins, node, gh, N_NODES, N_BINS)
+
+
+CASES = {
+    "l2": dict(n_outputs=1, l2=1.0),
+    "l1_l2_min_child_weight": dict(n_outputs=1, l2=0.5, l1=2.0, min_child_weight=15.0),
+    "vector_k2": dict(n_outputs=2, l2=2.0, l1=0.5, min_child_weight=25.0),
+    "no_l2": dict(n_outputs=1, l2=0.0),
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_level_gains_match_reference(case):
+    settings = dict(CASES[case])
+    hist = _random_hist(settings.pop("n_outputs"))
+    expected = reference.level_gains(hist, settings["l2"], settings.get("l1", 0.0),
+                                      settings.get("min_child_weight", 0.0))
+    if settings.get("min_child_weight"):
+        unrestricted = reference.level_gains(hist, settings["l2"], settings.get("l1", 0.0), 0.0)
+        assert (expected != unrestricted).mean() > 0.1
+    gains = _gains(jnp.asarray(hist, jnp.float32), _params(**settings))
+    assert gains.shape == (N_FEATURES, N_BINS - 1, 2) and gains.dtype == jnp.float32
+    assert_allclose(np.asarray(gains), expected, rtol=1e-5, atol=2e-5)
+    with jax.enable_x64(True):
+        gains64 = np.asarray(_gains(jnp.asarray(hist), _params(jnp.float64, **settings)))
+    assert_allclose(gains64, expected, rtol=1e-12, atol=1e-12)
+
+
+def _tie_hist() -> np.ndarray:
+    """f64[3, 1, 6, 2]: feature 0 weaker; features 1 and 2 equal, best cut after bin 0
+    or (bin 1 being empty) after bin 1; no missing values."""
+    hist = np.zeros((3, 1, 6, 2))
+    hist[0, 0, 0] = [-1.0, 2.0]
+    hist[0, 0, 2] = [1.0, 2.0]
+    hist[1, 0, 0] = [-4.0, 2.0]
+    hist[1, 0, 2] = [4.0, 2.0]
+    hist[2] = hist[1]
+    return hist
+
+
+def test_gain_by_hand():
+    hist = _tie_hist()
+    # l2 = 0: 0.5 * (16/2 + 16/2 - 0/4) = 8;  l1 = 1, l2 = 1: 0.5 * (9/3 + 9/3 - 0) = 3.
+    for settings, value in [(dict(l2=0.0), 8.0), (dict(l2=1.0, l1=1.0), 3.0)]:
+        gains = np.asarray(_gains(jnp.asarray(hist, jnp.float32), _params(**settings)))
+        expected = reference.level_gains(hist, settings["l2"], settings.get("l1", 0.0), 0.0)
+        assert expected[1, 0, 0] == value
+        assert_allclose(gains, expected, rtol=1e-6)
+
+
+def test_ties_go_to_lowest_feature_then_bin_then_missing_left():
+    hist = _tie_hist()
+    gains = reference.level_gains(hist, 1.0, 0.0, 0.0)
+    assert gains[1, 0, 0] == gains[1, 0, 1] == gains[1, 1, 0] == gains[2, 0, 0]
+    split = _best(jnp.asarray(hist, jnp.float32), _params())
+    assert (int(split.feature), int(split.split_bin), bool(split.default_left)) == (1, 0, True)
+    assert reference.best_split(gains, 0.0)[:3] == (1, 0, True)
+
+
+@pytest.mark.parametrize("missing_g, default_left", [(-4.0, True), (4.0, False)])
+def test_missing_values_go_to_the_better_side(missing_g, default_left):
+    hist = _tie_hist()
+    hist[:, 0, -1] = [missing_g, 2.0]
+    split = _best(jnp.asarray(hist, jnp.float32), _params())
+    expected = reference.best_split(reference.level_gains(hist, 1.0, 0.0, 0.0), 0.0)
+    assert bool(split.default_left) == expected.default_left == default_left
+    assert (int(split.feature), int(split.split_bin)) == (expected.feature, expected.split_bin)
+    assert_allclose(float(split.gain), expected.gain, rtol=1e-6)
+
+
+def test_min_child_weight_drops_a_node():
+    hist = np.zeros((1, 2, 4, 2))
+    hist[0, 0] = [[-3.0, 1.0], [3.0, 4.0], [0.0, 0.0], [0.0, 0.0]]  # left child H = 1
+    hist[0, 1] = [[-2.0, 2.0], [2.0, 2.0], [0.0, 0.0], [0.0, 0.0]]
+    params = _params(l2=0.0, min_child_weight=1.5)
+    gains = np.asarray(_gains(jnp.asarray(hist, jnp.float32), params))
+    # Only node 1 counts at bin 0: 0.5 * (4/2 + 4/2 - 0) = 2.
+    assert_allclose(gains[0, 0], [2.0, 2.0], rtol=1e-6)
+    assert_allclose(gains, reference.level_gains(hist, 0.0, 0.0, 1.5), rtol=1e-6)
+
+
+def test_min_child_weight_counts_hessian_summed_over_outputs():
+    hist = np.zeros((1, 1, 3, 4))
+    hist[0, 0, 0] = [-1.0, -1.0, 0.8, 0.8]  # each output H < 1.5, their sum >= 1.5
+    hist[0, 0, 1] = [1.0, 1.0, 0.8, 0.8]
+    gains = np.asarray(_gains(jnp.asarray(hist, jnp.float32), _params(min_child_weight=1.5)))
+    expected = reference.level_gains(hist, 1.0, 0.0, 1.5)
+    assert expected[0, 0, 0] > 0
+    assert_allclose(gains, expected, rtol=1e-6)
+
+
+@pytest.mark.parametrize("min_split_gain, splits", [(7.9, True), (8.0, False), (100.0, False)])
+def test_level_is_pass_through_unless_gain_exceeds_min_split_gain(min_split_gain, splits):
+    hist = _tie_hist()
+    split = _best(jnp.asarray(hist, jnp.float32), _params(l2=0.0, min_split_gain=min_split_gain))
+    got = (int(split.feature), int(split.split_bin), bool(split.default_left), float(split.gain))
+    expected = (1, 0, True, 8.0) if splits else (0, 4, True, 0.0)
+    assert got == expected
+    assert tuple(reference.best_split(reference.level_gains(hist, 0.0, 0.0, 0.0),
+                                      min_split_gain)) == expected
