@@ -102,7 +102,7 @@ def print_table(n_rows, results):
     anchors = [r for r in results if not r[0].startswith("jaxgbt")]
     fastest = min((r[1] for r in anchors), default=float("nan"))
     print(f"\n{n_rows:,} rows, {jax.device_count()} {jax.default_backend()} device(s)")
-    print(f"| library | s/tree | compile s | test AUC | ratio to fastest anchor |")
+    print("| library | s/tree | compile s | test AUC | ratio to fastest anchor |")
     print("|---|---|---|---|---|")
     for name, per_tree, compile_s, test_auc in results:
         compile_text = "" if np.isnan(compile_s) else f"{compile_s:.2f}"

@@ -133,7 +133,8 @@ def train(config: BoostConfig, params: BoostParams, data: TrainData, base_score:
         n_devices = mesh.devices.size
         data = _pad_rows(data, -n_rows % n_devices, config.n_bins - 1)
         rows = NamedSharding(mesh, P(config.axis_name))
-        data = TrainData(bins=jax.device_put(data.bins, NamedSharding(mesh, P(None, config.axis_name))),
+        feature_rows = NamedSharding(mesh, P(None, config.axis_name))
+        data = TrainData(bins=jax.device_put(data.bins, feature_rows),
                          y=jax.device_put(data.y, rows), weight=jax.device_put(data.weight, rows))
     raw = jnp.broadcast_to(base_score, (data.weight.shape[0], config.n_outputs))
     chunks = []

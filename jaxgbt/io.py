@@ -84,6 +84,10 @@ def save(model: Booster, path) -> None:
                     archive.writestr(f"{name}.npy", buffer.getvalue())
             file.flush()
             os.fsync(file.fileno())
+        # mkstemp creates the file private (0600); give it the mode a plain open() would.
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(temporary, 0o666 & ~umask)
         os.replace(temporary, path)
     except BaseException:
         if os.path.exists(temporary):
@@ -174,9 +178,8 @@ def load(path, link: Link | None = None) -> Booster:
             _fail(path, f"a scalar-output model must have n_outputs=1, not {K}")
         if T * 2**D * K > 1 << 31:
             _fail(path, f"{T} trees x {2**D} leaves x {K} outputs is too large to load")
-        arrays = {field: _read_array(archive, field, dtype, shape, path)
-                  for (field, shape), dtype in zip(_expected_shapes(T, D, K).items(),
-                                                   _DTYPES.values())}
+        arrays = {field: _read_array(archive, field, _DTYPES[field], shape, path)
+                  for field, shape in _expected_shapes(T, D, K).items()}
     if ((arrays["feature"] < 0) | (arrays["feature"] >= F)).any():
         _fail(path, f"feature indices must lie in [0, {F})")
     if np.isnan(arrays["threshold"]).any() or np.isneginf(arrays["threshold"]).any():

@@ -109,6 +109,7 @@ def resolve(loss: "str | Objective | Loss", link: Link | None = None) -> Objecti
                         f"loss(y, f) -> scalar; got {type(loss).__name__}.")
     if link is not None:
         if not callable(link):
-            raise TypeError(f"link must be a function of the raw margin; got {type(link).__name__}.")
+            raise TypeError("link must be a function of the raw margin; "
+                            f"got {type(link).__name__}.")
         objective = objective._replace(link=link)
     return objective

