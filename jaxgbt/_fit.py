@@ -10,9 +10,11 @@ from jaxgbt import _validation as check
 from jaxgbt._derivatives import grad_hess, newton_constant
 from jaxgbt.binning import apply_bins, compute_thresholds
 from jaxgbt.boosting import BoostParams, TrainData, train
+from jaxgbt.checkpoint import fingerprint, load_checkpoint, save_checkpoint
 from jaxgbt.config import ROW_AXIS, BoostConfig
 from jaxgbt.model import Booster
 from jaxgbt.objectives import Link, Loss, Objective, resolve
+from jaxgbt.resources import check_fit_memory
 from jaxgbt.split import SplitParams
 
 
@@ -20,7 +22,8 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
         learning_rate=0.1, n_bins: int = 256, l2=1.0, l1=0.0, min_split_gain=0.0,
         min_child_weight=1.0, base_score=None, sample_weight=None, seed: int = 0,
         n_outputs: int | None = None, link: Link | None = None,
-        devices: "str | Sequence[jax.Device] | None" = None) -> Booster:
+        devices: "str | Sequence[jax.Device] | None" = None, checkpoint_path=None,
+        checkpoint_every: int = 100) -> Booster:
     """Fits a boosted ensemble of oblivious trees to any differentiable loss.
 
     Args:
@@ -45,9 +48,19 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
       link: inverse link for a custom loss, applied by ``predict``.
       devices: None for the default device, ``"all"`` for every local device, or a
         list of devices; rows are split over them and histograms summed.
+      checkpoint_path: a file to save progress to every ``checkpoint_every`` rounds;
+        if it already holds a checkpoint of this same fit, training resumes from it
+        (see ``jaxgbt.checkpoint``).
+      checkpoint_every: rounds between checkpoints (saved at the end of a compiled
+        chunk of 16 rounds).
 
     Returns:
       A Booster.
+
+    Raises:
+      ValueError, TypeError: bad input, before anything is traced.
+      MemoryError: the fit would not fit in the device's free memory.
+      FloatingPointError: the loss gave NaN or infinite gradients.
     """
     objective = resolve(loss, link)
     check.check_params(n_trees, depth, n_bins)
@@ -59,6 +72,14 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
               else check.check_sample_weight(sample_weight, X.shape[0]))
     params = _params(learning_rate, l2, l1, min_split_gain, min_child_weight)
     _check_loss_output(objective, y, n_outputs, vector_output)
+    if checkpoint_path is not None:
+        check.check_int(checkpoint_every, "checkpoint_every", 1)
+        if any(check.is_traced(p) for p in jax.tree.leaves((params, weight, base_score))):
+            raise ValueError("checkpoint_path cannot be used inside jax.vmap or jax.jit: a "
+                             "checkpoint is written from the host. Fit without it there.")
+    mesh = _mesh(devices)
+    check_fit_memory(X.shape[0], X.shape[1], n_bins, depth, n_outputs,
+                     [jax.devices()[0]] if mesh is None else list(mesh.devices.flat))
 
     binning_weight = None if check.is_traced(weight) else weight
     thresholds = compute_thresholds(X, n_bins, binning_weight, seed)
@@ -66,12 +87,22 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
     data = TrainData(bins=jnp.asarray(bins), y=jnp.asarray(y), weight=jnp.asarray(weight))
     start = _base_score(objective, base_score, data, n_outputs, vector_output)
 
-    mesh = _mesh(devices)
     config = BoostConfig(loss=objective.loss, depth=depth, n_bins=n_bins, n_outputs=n_outputs,
                          vector_output=vector_output,
                          learning_rate_schedule=learning_rate if callable(learning_rate) else None,
                          axis_name=None if mesh is None else ROW_AXIS)
-    trees, _ = train(config, params, data, start, n_trees, mesh)
+    resume, on_chunk = None, None
+    if checkpoint_path is not None:
+        key = fingerprint(bins, y, weight, start, params, objective.name, config.depth,
+                          config.n_bins, config.n_outputs, config.vector_output,
+                          repr(config.learning_rate_schedule))
+        resume = load_checkpoint(checkpoint_path, key)
+        if resume is not None and resume.rounds_done > n_trees:
+            resume = None  # a longer fit's checkpoint: its first rounds are this fit's
+        on_chunk = _checkpointer(checkpoint_path, checkpoint_every, key,
+                                 0 if resume is None else resume.rounds_done, n_trees)
+    progress = train(config, params, data, start, n_trees, mesh, resume, on_chunk)
+    trees = progress.trees
 
     # Split bins are at most B - 2, the last value bin, whose threshold is +inf.
     threshold = jnp.asarray(thresholds)[trees.feature, trees.split_bin]
@@ -80,8 +111,21 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
                     leaf_value=trees.leaf_value, base_score=start, objective=objective,
                     n_features=X.shape[1], vector_output=vector_output)
     if not check.is_traced(model.leaf_value):
-        _check_finite(model)
+        _check_finite(model, np.asarray(progress.bad_rows), X.shape[0])
     return model
+
+
+def _checkpointer(path, every: int, key: str, start: int, n_trees: int):
+    last_saved = start
+
+    def on_chunk(progress):
+        nonlocal last_saved
+        done = progress.rounds_done
+        if done - last_saved >= every or (done == n_trees and done > last_saved):
+            save_checkpoint(path, progress, key)
+            last_saved = done
+
+    return on_chunk
 
 
 def _params(learning_rate, l2, l1, min_split_gain, min_child_weight) -> BoostParams:
@@ -135,14 +179,22 @@ def _base_score(objective: Objective, base_score, data: TrainData, n_outputs: in
     return start
 
 
-def _check_finite(model: Booster) -> None:
+def _check_finite(model: Booster, bad_rows: np.ndarray, n_rows: int) -> None:
+    """Raises when any round saw non-finite gradients or produced non-finite leaves."""
     finite = np.isfinite(np.asarray(model.leaf_value)).reshape(model.n_trees, -1).all(axis=1)
+    if bad_rows.any():
+        first = int(np.argmax(bad_rows > 0))
+        raise FloatingPointError(
+            f"loss {model.objective.name!r} gave NaN or infinite gradients in round {first} "
+            f"for {int(bad_rows[first])} of {n_rows} rows (and in {int((bad_rows > 0).sum())} "
+            "rounds in all). The margins grew out of the loss's range: lower learning_rate, "
+            "raise l2, or make the loss safe for large margins (logaddexp, clipping).")
     if not finite.all():
         first = int(np.argmin(finite))
         raise FloatingPointError(
             f"loss {model.objective.name!r} produced NaN or infinite leaf values from round "
-            f"{first} on ({int((~finite).sum())} of {model.n_trees} trees). The gradients "
-            "overflowed: lower learning_rate, raise l2, or check the loss for large margins.")
+            f"{first} on ({int((~finite).sum())} of {model.n_trees} trees). The gradient sums "
+            "overflowed: lower learning_rate or raise l2.")
 
 
 def _mesh(devices) -> jax.sharding.Mesh | None:

@@ -46,6 +46,9 @@ def check_X(X, name: str = "X") -> np.ndarray:
     if array.shape[0] == 0 or array.shape[1] == 0:
         raise ValueError(f"{name} is empty (shape {array.shape}); it needs at least one row and "
                          "one feature.")
+    if array.shape[0] < 2:
+        raise ValueError(f"{name} has {array.shape[0]} row; boosting needs at least 2 rows to "
+                         "split. Predict a constant instead, or add rows.")
     array = np.array(array, dtype=FLOAT_DTYPE)  # always a copy
     if np.isinf(array).any():
         rows, cols = np.nonzero(np.isinf(array))

@@ -6,6 +6,7 @@ never waits for one, so there is no host round-trip per tree or per level.
 """
 
 import functools
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import jax
@@ -24,6 +25,24 @@ class BoostParams(NamedTuple):
 
     learning_rate: jax.Array
     split: SplitParams
+
+
+class Progress(NamedTuple):
+    """Training so far: what a checkpoint holds and what ``train`` returns.
+
+    Attributes:
+      trees: the trees of the rounds done, stacked on a leading axis.
+      raw: f32[N, K], the training margins after those rounds.
+      bad_rows: i32[rounds done], rows whose g or h was NaN/inf in each round.
+    """
+
+    trees: BinnedTree
+    raw: jax.Array
+    bad_rows: jax.Array
+
+    @property
+    def rounds_done(self) -> int:
+        return self.bad_rows.shape[0]
 
 
 class TrainData(NamedTuple):
@@ -48,7 +67,7 @@ def _empty_tree(depth: int, n_outputs: int) -> BinnedTree:
 
 
 def boost_round(config: BoostConfig, params: BoostParams, data: TrainData, raw: jax.Array,
-                round_index: jax.Array) -> tuple[jax.Array, BinnedTree]:
+                round_index: jax.Array) -> tuple[jax.Array, tuple[BinnedTree, jax.Array]]:
     """One round: gradients at the current margins, a tree, the updated margins.
 
     Args:
@@ -56,10 +75,14 @@ def boost_round(config: BoostConfig, params: BoostParams, data: TrainData, raw: 
       round_index: i32[], the round (for a learning-rate schedule).
 
     Returns:
-      The new margins f32[N, K] and the tree, its leaf values already scaled by the
-      learning rate.
+      The new margins f32[N, K], and the tree (its leaf values already scaled by the
+      learning rate) with the number of rows i32[] whose g or h was not finite.
     """
     g, h = grad_hess(config.loss, config.vector_output)(data.y, raw)
+    finite = jnp.all(jnp.isfinite(g) & jnp.isfinite(h), axis=1)
+    bad_rows = jnp.sum((~finite) & (data.weight > 0), dtype=jnp.int32)
+    if config.axis_name is not None:
+        bad_rows = jax.lax.psum(bad_rows, config.axis_name)
     weight = data.weight[:, None]
     gh = jnp.concatenate([g * weight, h * weight], axis=1)
     tree, leaf = grow_tree(data.bins, gh, params.split, config.depth, config.n_bins,
@@ -69,16 +92,17 @@ def boost_round(config: BoostConfig, params: BoostParams, data: TrainData, raw: 
     else:
         learning_rate = jnp.asarray(config.learning_rate_schedule(round_index), jnp.float32)
     tree = tree._replace(leaf_value=learning_rate * tree.leaf_value)
-    return raw + tree.leaf_value[leaf], tree
+    return raw + tree.leaf_value[leaf], (tree, bad_rows)
 
 
 def train_chunk(config: BoostConfig, params: BoostParams, data: TrainData, raw: jax.Array,
                 first_round: jax.Array, n_trees: jax.Array) -> tuple[jax.Array, BinnedTree]:
     """``rounds_per_chunk`` rounds from ``first_round``; rounds >= n_trees are skipped.
 
-    Returns the margins f32[N, K] and the chunk's trees stacked on a leading axis.
+    Returns the margins f32[N, K], and the chunk's trees and bad-row counts stacked on
+    a leading axis.
     """
-    empty = _empty_tree(config.depth, config.n_outputs)
+    empty = (_empty_tree(config.depth, config.n_outputs), jnp.zeros((), jnp.int32))
 
     def one_round(raw, round_index):
         return jax.lax.cond(
@@ -115,33 +139,57 @@ def _pad_rows(data: TrainData, n_pad: int, missing_bin: int) -> TrainData:
     return TrainData(bins, y, weight)
 
 
+def _shard(data: TrainData, raw: jax.Array, mesh: Mesh, config: BoostConfig):
+    """Pads rows to a multiple of the device count and places them on the mesh."""
+    n_rows = data.weight.shape[0]
+    n_pad = -n_rows % mesh.devices.size
+    data = _pad_rows(data, n_pad, config.n_bins - 1)
+    raw = jnp.pad(raw, ((0, n_pad), (0, 0)))
+    rows = NamedSharding(mesh, P(config.axis_name))
+    feature_rows = NamedSharding(mesh, P(None, config.axis_name))
+    data = TrainData(bins=jax.device_put(data.bins, feature_rows),
+                     y=jax.device_put(data.y, rows), weight=jax.device_put(data.weight, rows))
+    return data, jax.device_put(raw, rows)
+
+
 def train(config: BoostConfig, params: BoostParams, data: TrainData, base_score: jax.Array,
-          n_trees: int, mesh: Mesh | None = None) -> tuple[BinnedTree, jax.Array]:
-    """Boosts ``n_trees`` rounds.
+          n_trees: int, mesh: Mesh | None = None, resume: Progress | None = None,
+          on_chunk: Callable[[Progress], None] | None = None) -> Progress:
+    """Boosts until ``n_trees`` rounds are done.
 
     Args:
       base_score: f32[K], the starting margin of every row.
       n_trees: T (not static: a new value reuses the compiled chunk).
       mesh: a one-axis mesh named ``config.axis_name`` to split rows over, or None.
+      resume: progress to continue from (a checkpoint); None starts at round 0.
+      on_chunk: called on the host with the progress after every chunk of rounds (for
+        checkpoints). It forces a wait for the device only if it reads the arrays.
 
     Returns:
-      The trees stacked on a leading axis of length T, and the final training margins
-      f32[N, K].
+      The progress after ``n_trees`` rounds: trees, training margins f32[N, K] and
+      per-round counts of rows with non-finite gradients.
     """
     n_rows = data.weight.shape[0]
+    if resume is None:
+        raw = jnp.broadcast_to(base_score, (n_rows, config.n_outputs))
+        no_trees = jax.tree.map(lambda a: a[None][:0], _empty_tree(config.depth,
+                                                                    config.n_outputs))
+        done = Progress(trees=no_trees, raw=raw, bad_rows=jnp.zeros((0,), jnp.int32))
+    else:
+        done = resume
+    raw = done.raw
     if mesh is not None:
-        n_devices = mesh.devices.size
-        data = _pad_rows(data, -n_rows % n_devices, config.n_bins - 1)
-        rows = NamedSharding(mesh, P(config.axis_name))
-        feature_rows = NamedSharding(mesh, P(None, config.axis_name))
-        data = TrainData(bins=jax.device_put(data.bins, feature_rows),
-                         y=jax.device_put(data.y, rows), weight=jax.device_put(data.weight, rows))
-    raw = jnp.broadcast_to(base_score, (data.weight.shape[0], config.n_outputs))
-    chunks = []
+        data, raw = _shard(data, raw, mesh, config)
     n_trees_array = jnp.asarray(n_trees, jnp.int32)
-    for first_round in range(0, max(n_trees, 1), config.rounds_per_chunk):
-        raw, trees = _compiled_chunk(config, mesh, params, data, raw,
-                                     jnp.asarray(first_round, jnp.int32), n_trees_array)
-        chunks.append(trees)
-    trees = jax.tree.map(lambda *parts: jnp.concatenate(parts)[:n_trees], *chunks)
-    return trees, raw[:n_rows]
+    for first_round in range(done.rounds_done, n_trees, config.rounds_per_chunk):
+        raw, (trees, bad_rows) = _compiled_chunk(config, mesh, params, data, raw,
+                                                 jnp.asarray(first_round, jnp.int32),
+                                                 n_trees_array)
+        kept = min(config.rounds_per_chunk, n_trees - first_round)
+        done = Progress(
+            trees=jax.tree.map(lambda old, new: jnp.concatenate([old, new[:kept]]),
+                               done.trees, trees),
+            raw=raw[:n_rows], bad_rows=jnp.concatenate([done.bad_rows, bad_rows[:kept]]))
+        if on_chunk is not None:
+            on_chunk(done)
+    return done

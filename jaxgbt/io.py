@@ -71,6 +71,12 @@ def save(model: Booster, path) -> None:
         "arrays": {name: {"dtype": str(a.dtype), "shape": list(a.shape)}
                    for name, a in arrays.items()},
     }
+    write_archive(path, header, arrays)
+
+
+def write_archive(path, header: dict, arrays: dict[str, np.ndarray]) -> None:
+    """Writes header.json and one .npy per array into a zip at ``path``, atomically:
+    a temporary file in the same folder, flushed and fsynced, then renamed."""
     path = os.fspath(path)
     folder = os.path.dirname(os.path.abspath(path))
     handle, temporary = tempfile.mkstemp(prefix=".jaxgbt-", suffix=".tmp", dir=folder)
@@ -95,55 +101,61 @@ def save(model: Booster, path) -> None:
         raise
 
 
-def _fail(path, message: str):
-    raise ModelFormatError(f"{path} is not a valid jaxgbt model: {message}")
+def _fail(path, message: str, what: str = "jaxgbt model"):
+    raise ModelFormatError(f"{path} is not a valid {what}: {message}")
 
 
-def _read_header(archive: zipfile.ZipFile, path) -> dict:
+def read_header(archive: zipfile.ZipFile, path, format_name: str = FORMAT,
+                version: int = VERSION, what: str = "jaxgbt model") -> dict:
+    """header.json of an archive, checked to be a JSON object of the given format."""
     try:
         info = archive.getinfo("header.json")
     except KeyError:
-        _fail(path, "it has no header.json")
+        _fail(path, "it has no header.json", what)
     if info.file_size > _HEADER_BYTES:
-        _fail(path, f"header.json declares {info.file_size} bytes (limit {_HEADER_BYTES})")
+        _fail(path, f"header.json declares {info.file_size} bytes (limit {_HEADER_BYTES})", what)
     try:
         header = json.loads(archive.read(info).decode("utf-8"))
     except (ValueError, UnicodeDecodeError) as error:
-        _fail(path, f"header.json is not JSON ({error})")
+        _fail(path, f"header.json is not JSON ({error})", what)
     if not isinstance(header, dict):
-        _fail(path, "header.json is not a JSON object")
-    if header.get("format") != FORMAT:
-        _fail(path, f"format is {header.get('format')!r}, expected {FORMAT!r}")
-    if header.get("version") != VERSION:
+        _fail(path, "header.json is not a JSON object", what)
+    if header.get("format") != format_name:
+        _fail(path, f"format is {header.get('format')!r}, expected {format_name!r}", what)
+    if header.get("version") != version:
         _fail(path, f"format version {header.get('version')!r} is not supported (this jaxgbt "
-                    f"reads version {VERSION}); load it with the jaxgbt that wrote it")
+                    f"reads version {version}); load it with the jaxgbt that wrote it", what)
     return header
 
 
-def _header_int(header: dict, key: str, low: int, high: int, path) -> int:
+def header_int(header: dict, key: str, low: int, high: int, path,
+               what: str = "jaxgbt model") -> int:
     value = header.get(key)
     if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-        _fail(path, f"{key}={value!r} must be an integer in [{low}, {high}]")
+        _fail(path, f"{key}={value!r} must be an integer in [{low}, {high}]", what)
     return value
 
 
-def _read_array(archive: zipfile.ZipFile, name: str, dtype: str, shape: tuple, path) -> np.ndarray:
+def read_array(archive: zipfile.ZipFile, name: str, dtype: str, shape: tuple, path,
+               what: str = "jaxgbt model") -> np.ndarray:
+    """One .npy member, read without pickle and checked against dtype and shape."""
     member = f"{name}.npy"
     try:
         info = archive.getinfo(member)
     except KeyError:
-        _fail(path, f"it has no {member}")
+        _fail(path, f"it has no {member}", what)
     expected_bytes = int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
     if info.file_size > expected_bytes + _NPY_HEADER_SLACK:
-        _fail(path, f"{member} declares {info.file_size} bytes, more than its header allows")
+        _fail(path, f"{member} declares {info.file_size} bytes, more than its header allows",
+              what)
     try:
         with archive.open(info) as stream:
             array = np.lib.format.read_array(_io.BytesIO(stream.read()), allow_pickle=False)
     except Exception as error:  # noqa: BLE001 - any decoding failure is a format error
-        _fail(path, f"{member} could not be read ({type(error).__name__}: {error})")
+        _fail(path, f"{member} could not be read ({type(error).__name__}: {error})", what)
     if str(array.dtype) != dtype or tuple(array.shape) != tuple(shape):
         _fail(path, f"{member} has dtype {array.dtype} and shape {array.shape}; expected "
-                    f"{dtype} and {tuple(shape)}")
+                    f"{dtype} and {tuple(shape)}", what)
     return array
 
 
@@ -165,11 +177,11 @@ def load(path, link: Link | None = None) -> Booster:
             raise
         _fail(path, f"it is not a readable zip archive ({error})")
     with archive:
-        header = _read_header(archive, path)
-        F = _header_int(header, "n_features", 1, MAX_FEATURES, path)
-        T = _header_int(header, "n_trees", 0, MAX_TREES, path)
-        D = _header_int(header, "depth", 1, MAX_DEPTH, path)
-        K = _header_int(header, "n_outputs", 1, MAX_OUTPUTS, path)
+        header = read_header(archive, path)
+        F = header_int(header, "n_features", 1, MAX_FEATURES, path)
+        T = header_int(header, "n_trees", 0, MAX_TREES, path)
+        D = header_int(header, "depth", 1, MAX_DEPTH, path)
+        K = header_int(header, "n_outputs", 1, MAX_OUTPUTS, path)
         vector_output = header.get("vector_output")
         name = header.get("objective")
         if not isinstance(vector_output, bool) or not isinstance(name, str):
@@ -178,7 +190,7 @@ def load(path, link: Link | None = None) -> Booster:
             _fail(path, f"a scalar-output model must have n_outputs=1, not {K}")
         if T * 2**D * K > 1 << 31:
             _fail(path, f"{T} trees x {2**D} leaves x {K} outputs is too large to load")
-        arrays = {field: _read_array(archive, field, _DTYPES[field], shape, path)
+        arrays = {field: read_array(archive, field, _DTYPES[field], shape, path)
                   for field, shape in _expected_shapes(T, D, K).items()}
     if ((arrays["feature"] < 0) | (arrays["feature"] >= F)).any():
         _fail(path, f"feature indices must lie in [0, {F})")

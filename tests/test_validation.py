@@ -22,6 +22,8 @@ CASES = [
     ("X 1-D", dict(X=X_OK[:, 0]), ValueError, "X must be 2-D"),
     ("X empty", dict(X=X_OK[:0], y=Y_OK[:0]), ValueError, "X is empty"),
     ("X no features", dict(X=X_OK[:, :0]), ValueError, "X is empty"),
+    ("X one row", dict(X=X_OK[:1], y=Y_OK[:1]), ValueError, "X has 1 row"),
+    ("X 3-D", dict(X=X_OK[:, :, None]), ValueError, "X must be 2-D"),
     ("X strings", dict(X=np.full((256, 4), "a")), TypeError, "X must hold numbers"),
     ("X objects", dict(X=np.empty((256, 4), dtype=object)), TypeError, "X must hold numbers"),
     ("X complex", dict(X=X_OK.astype(np.complex64)), TypeError, "real numbers"),

@@ -1,0 +1,94 @@
+"""Checkpoints of a running fit, and resuming from them.
+
+``fit(..., checkpoint_path=P, checkpoint_every=R)`` writes the progress (trees so far,
+training margins, round count) to P every R rounds or more, at the end of a compiled
+chunk of rounds. Run the same fit again after a crash and it continues from P; the
+result equals an uninterrupted fit bit for bit on the same device, because the saved
+margins are the exact float32 values the next round starts from.
+
+A checkpoint carries a fingerprint (SHA-256) of everything that decides the model: the
+binned data, labels, weights, starting margin, hyperparameters and static settings.
+Resuming with anything different is refused rather than silently mixing two fits.
+
+Format ``jaxgbt.checkpoint`` version 1: a zip like a model file (see ``jaxgbt.io``),
+with header fields ``fingerprint``, ``rounds_done``, ``n_rows``, ``depth``, ``n_outputs``
+and one .npy per array: the bin-space trees (``feature``, ``split_bin``,
+``default_left``, ``gain``, ``leaf_value``), ``raw`` f32[N, K] and ``bad_rows``.
+"""
+
+import hashlib
+import os
+import zipfile
+
+import jax.numpy as jnp
+import numpy as np
+
+from jaxgbt._dtypes import MAX_DEPTH
+from jaxgbt.boosting import Progress
+from jaxgbt.io import (MAX_OUTPUTS, MAX_TREES, ModelFormatError, header_int, read_array,
+                       read_header, write_archive)
+from jaxgbt.tree import BinnedTree
+
+FORMAT = "jaxgbt.checkpoint"
+VERSION = 1
+_WHAT = "jaxgbt checkpoint"
+_MAX_ROWS = 1 << 34
+
+
+def fingerprint(*parts) -> str:
+    """SHA-256 over arrays (bytes, dtype and shape) and plain values (their repr)."""
+    digest = hashlib.sha256()
+    for part in parts:
+        if isinstance(part, (np.ndarray, jnp.ndarray)):
+            array = np.ascontiguousarray(np.asarray(part))
+            digest.update(f"{array.dtype}{array.shape}".encode())
+            digest.update(array.tobytes())
+        else:
+            digest.update(repr(part).encode())
+    return digest.hexdigest()
+
+
+def save_checkpoint(path, progress: Progress, key: str) -> None:
+    """Writes ``progress`` to ``path`` atomically."""
+    n_rows, n_outputs = progress.raw.shape
+    arrays = {name: np.asarray(value) for name, value in progress.trees._asdict().items()}
+    arrays["raw"] = np.asarray(progress.raw)
+    arrays["bad_rows"] = np.asarray(progress.bad_rows)
+    header = {"format": FORMAT, "version": VERSION, "fingerprint": key,
+              "rounds_done": progress.rounds_done, "n_rows": n_rows,
+              "depth": int(progress.trees.feature.shape[1]), "n_outputs": n_outputs}
+    write_archive(path, header, arrays)
+
+
+def load_checkpoint(path, key: str) -> Progress | None:
+    """The progress stored at ``path``, or None when there is no file there.
+
+    Raises:
+      ModelFormatError: the file is not a valid checkpoint.
+      ValueError: it is a checkpoint of a different fit (another fingerprint).
+    """
+    if not os.path.exists(path):
+        return None
+    try:
+        archive = zipfile.ZipFile(path)
+    except (zipfile.BadZipFile, OSError, ValueError) as error:
+        raise ModelFormatError(f"{path} is not a valid {_WHAT}: {error}") from error
+    with archive:
+        header = read_header(archive, path, FORMAT, VERSION, _WHAT)
+        if header.get("fingerprint") != key:
+            raise ValueError(
+                f"checkpoint_path={os.fspath(path)!r} holds a checkpoint of a different fit (its "
+                "data, labels, weights or parameters differ). Delete it, or pass another "
+                "checkpoint_path, to start this fit afresh.")
+        T = header_int(header, "rounds_done", 0, MAX_TREES, path, _WHAT)
+        N = header_int(header, "n_rows", 1, _MAX_ROWS, path, _WHAT)
+        D = header_int(header, "depth", 1, MAX_DEPTH, path, _WHAT)
+        K = header_int(header, "n_outputs", 1, MAX_OUTPUTS, path, _WHAT)
+        shapes = {"feature": ((T, D), "int32"), "split_bin": ((T, D), "int32"),
+                  "default_left": ((T, D), "bool"), "gain": ((T, D), "float32"),
+                  "leaf_value": ((T, 2**D, K), "float32"), "raw": ((N, K), "float32"),
+                  "bad_rows": ((T,), "int32")}
+        arrays = {name: jnp.asarray(read_array(archive, name, dtype, shape, path, _WHAT))
+                  for name, (shape, dtype) in shapes.items()}
+    trees = BinnedTree(**{name: arrays[name] for name in BinnedTree._fields})
+    return Progress(trees=trees, raw=arrays["raw"], bad_rows=arrays["bad_rows"])

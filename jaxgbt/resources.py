@@ -1,0 +1,96 @@
+"""How much memory a fit needs, estimated before anything is allocated.
+
+``fit`` calls ``check_fit_memory`` after validating its input and before binning. When the
+estimate exceeds what the device has free, it raises ``MemoryError`` naming the part that
+dominates and the parameter to lower, instead of failing deep inside XLA.
+"""
+
+import os
+from typing import NamedTuple
+
+import jax
+
+from jaxgbt._dtypes import BIN_DTYPE, FLOAT_DTYPE
+
+# Temporaries of one level's split search, in units of the histogram itself: the
+# per-feature outputs and their stack, the cumulative sums, and the left and right
+# candidate sums for both missing directions (measured from the compiled program's
+# buffer sizes at depth 6 and 10; rounded up).
+_HISTOGRAM_COPIES = 8
+# Per-row f32 arrays live at once in a round, per output: margins in and out, g, h,
+# the weighted (g, h) pair; plus i32 node ids and the label and weight.
+_ROW_FLOATS_PER_OUTPUT = 6
+_ROW_FLOATS = 4
+_FLOAT_BYTES = FLOAT_DTYPE().itemsize
+
+
+class FitMemory(NamedTuple):
+    """Bytes a fit needs on one device, by part."""
+
+    binned: int  # the u8[F, N] binned matrix
+    rows: int  # per-row state of a round
+    histograms: int  # one level's histograms and split-search temporaries
+
+    @property
+    def total(self) -> int:
+        return self.binned + self.rows + self.histograms
+
+
+def estimate_fit_memory(n_rows: int, n_features: int, n_bins: int, depth: int, n_outputs: int,
+                        n_devices: int = 1) -> FitMemory:
+    """Bytes on each device for a fit of this size (rows split evenly over devices)."""
+    rows = -(-n_rows // n_devices)
+    binned = n_features * rows * BIN_DTYPE().itemsize
+    row_state = rows * (_ROW_FLOATS + _ROW_FLOATS_PER_OUTPUT * n_outputs) * _FLOAT_BYTES
+    histogram = n_features * 2 ** (depth - 1) * n_bins * 2 * n_outputs * _FLOAT_BYTES
+    return FitMemory(binned, row_state, _HISTOGRAM_COPIES * histogram)
+
+
+def available_bytes(device: jax.Device) -> int | None:
+    """Free memory of a device: the allocator's limit on accelerators, MemAvailable on
+    the host for CPU devices; None when it cannot be told."""
+    stats = device.memory_stats() if hasattr(device, "memory_stats") else None
+    if stats and "bytes_limit" in stats:
+        return int(stats["bytes_limit"]) - int(stats.get("bytes_in_use", 0))
+    try:
+        with open("/proc/meminfo") as meminfo:
+            for line in meminfo:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def _gib(n_bytes: int) -> str:
+    return f"{n_bytes / 2**30:.2f} GiB"
+
+
+def check_fit_memory(n_rows: int, n_features: int, n_bins: int, depth: int, n_outputs: int,
+                     devices: list[jax.Device]) -> FitMemory:
+    """Raises MemoryError when the estimate exceeds the smallest free memory of ``devices``.
+
+    Host CPU devices share one memory, so their estimates add up.
+    """
+    need = estimate_fit_memory(n_rows, n_features, n_bins, depth, n_outputs, len(devices))
+    free = [available_bytes(d) for d in devices]
+    if any(f is None for f in free):
+        return need
+    on_host = all(d.platform == "cpu" for d in devices)
+    total_need = need.total * (len(devices) if on_host else 1)
+    room = min(free)
+    if total_need <= room:
+        return need
+    if need.histograms >= max(need.binned, need.rows):
+        advice = (f"the histograms ({_gib(need.histograms)} per device: {n_features} features x "
+                  f"2**{depth - 1} nodes x {n_bins} bins x {n_outputs} output(s)) dominate; "
+                  "lower depth (each level less halves them) or n_bins")
+    else:
+        advice = (f"the binned data and per-row state ({_gib(need.binned + need.rows)} per device "
+                  f"for {n_rows} rows) dominate; use fewer rows or features, or split the rows "
+                  "over more devices with devices=[...]")
+    raise MemoryError(f"this fit needs about {_gib(total_need)} but {_gib(room)} is free: "
+                      f"{advice}.")

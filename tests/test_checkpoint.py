@@ -1,0 +1,118 @@
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import SMALL, make_regression
+
+import jaxgbt
+from jaxgbt.io import ModelFormatError
+
+FIELDS = ("feature", "threshold", "default_left", "split_gain", "leaf_value", "base_score")
+
+
+def assert_same_model(a, b):
+    for field in FIELDS:
+        np.testing.assert_array_equal(getattr(a, field), getattr(b, field), err_msg=field)
+
+
+def test_resumed_fit_equals_an_uninterrupted_one(tmp_path):
+    X, y = make_regression(seed=21)
+    arguments = dict(SMALL, n_trees=40)
+    whole = jaxgbt.fit("squared_error", X, y, **arguments)
+    path = tmp_path / "fit.ckpt"
+    # A fit stopped after 20 rounds leaves a checkpoint at round 20; the 40-round fit
+    # with the same data and parameters continues from it.
+    jaxgbt.fit("squared_error", X, y, checkpoint_path=path, checkpoint_every=16,
+               **dict(arguments, n_trees=20))
+    assert path.exists()
+    resumed = jaxgbt.fit("squared_error", X, y, checkpoint_path=path, checkpoint_every=16,
+                         **arguments)
+    assert_same_model(resumed, whole)
+
+
+def test_checkpoint_of_another_fit_is_refused(tmp_path):
+    X, y = make_regression(seed=22)
+    path = tmp_path / "fit.ckpt"
+    jaxgbt.fit("squared_error", X, y, checkpoint_path=path, **SMALL)
+    with pytest.raises(ValueError, match="checkpoint of a different fit"):
+        jaxgbt.fit("squared_error", X, y, l2=5.0, checkpoint_path=path, **SMALL)
+    with pytest.raises(ValueError, match="checkpoint of a different fit"):
+        jaxgbt.fit("squared_error", X, y + 1, checkpoint_path=path, **SMALL)
+
+
+def test_corrupted_checkpoint_is_refused(tmp_path):
+    X, y = make_regression(seed=23)
+    path = tmp_path / "fit.ckpt"
+    path.write_bytes(b"not a checkpoint")
+    with pytest.raises(ModelFormatError, match="not a valid jaxgbt checkpoint"):
+        jaxgbt.fit("squared_error", X, y, checkpoint_path=path, **SMALL)
+
+
+def test_checkpoint_inside_vmap_is_refused(tmp_path):
+    import jax
+    import jax.numpy as jnp
+
+    X, y = make_regression(seed=24)
+    with pytest.raises(ValueError, match="cannot be used inside jax.vmap"):
+        jax.vmap(lambda r: jaxgbt.fit("squared_error", X, y, learning_rate=r,
+                                      checkpoint_path=tmp_path / "c", **SMALL).leaf_value)(
+            jnp.array([0.1, 0.2]))
+
+
+_DATA = textwrap.dedent("""
+    import numpy as np
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(2000, 6)).astype(np.float32)
+    y = (X[:, 0] * X[:, 1] + np.sin(X[:, 2]) + rng.normal(size=2000) * 0.1).astype(np.float32)
+""")
+_TRAINER = _DATA + textwrap.dedent("""
+    import sys
+    import jaxgbt
+    jaxgbt.fit("squared_error", X, y, n_trees=int(sys.argv[2]), depth=4, n_bins=32,
+               checkpoint_path=sys.argv[1], checkpoint_every=16)
+""")
+
+
+@pytest.mark.slow
+def test_killed_training_process_resumes_to_the_same_model(tmp_path):
+    """A training process is killed (SIGKILL) after its first checkpoints; the fit
+    resumed from the last checkpoint equals an uninterrupted fit bit for bit."""
+    script = tmp_path / "train.py"
+    script.write_text(_TRAINER)
+    path = tmp_path / "run.ckpt"
+    n_trees = 1200
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]))
+    process = subprocess.Popen([sys.executable, str(script), str(path), str(n_trees)], env=env)
+    try:
+        deadline = time.monotonic() + 120
+        while not path.exists():
+            assert process.poll() is None, "the training process ended before checkpointing"
+            assert time.monotonic() < deadline, "no checkpoint within 120 s"
+            time.sleep(0.01)
+        time.sleep(0.3)  # let it get a few more chunks in
+        process.send_signal(signal.SIGKILL)
+    finally:
+        process.wait()
+    assert process.returncode == -signal.SIGKILL, "the process finished before it was killed"
+
+    with zipfile.ZipFile(path) as archive:
+        rounds_done = json.loads(archive.read("header.json"))["rounds_done"]
+    assert 16 <= rounds_done < n_trees and rounds_done % 16 == 0
+
+    data = {}
+    exec(_DATA, data)  # the same data, in this process
+    X, y = data["X"], data["y"]
+
+    arguments = dict(n_trees=n_trees, depth=4, n_bins=32)
+    resumed = jaxgbt.fit("squared_error", X, y, checkpoint_path=path, checkpoint_every=16,
+                         **arguments)
+    whole = jaxgbt.fit("squared_error", X, y, **arguments)
+    assert_same_model(resumed, whole)
