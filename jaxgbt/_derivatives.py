@@ -1,48 +1,123 @@
-"""Per-row gradients and Hessians of a loss, by automatic differentiation.
+"""Gradients and curvature of a loss, by automatic differentiation.
 
 This is the only place jaxgbt differentiates a loss. Built-in and user losses go
-through the same code.
+through the same code. Boosting needs a positive quadratic model of the loss around
+the current margins; its curvature is a choice (``CURVATURES``):
+
+  exact     the Hessian from autodiff (its diagonal for vector outputs)
+  full      vector outputs: the diagonal grows the trees, the full K x K Hessian sets
+            the leaves (a Newton step per leaf)
+  fisher    the objective's expected Hessian (``Objective.fisher``), positive where the
+            exact one may not be (gamma/Tweedie with log link, Cox)
+  constant  1 per unit weight: plain gradient boosting, for losses whose Hessian is 0
+            almost everywhere (absolute error, quantile), usually with leaf refresh
+
+Whatever the choice, negative values are clipped to ``hessian_floor`` (>= 0).
 """
 
 from collections.abc import Callable
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 
 from jaxgbt.objectives import Loss
 
+CURVATURES = ("exact", "full", "fisher", "constant")
 
-def grad_hess(loss: Loss, vector_output: bool) -> Callable[[jax.Array, jax.Array], tuple]:
-    """Returns ``fn(y, raw) -> (g, h)`` over all rows.
+
+class Derivatives(NamedTuple):
+    """Per-row derivatives of the loss at the current margins.
+
+    Attributes:
+      g: f32[N, K] gradient.
+      h: f32[N, K] curvature used to grow trees (a diagonal).
+      h_full: f32[N, K, K] for ``curvature="full"``, else None.
+    """
+
+    g: jax.Array
+    h: jax.Array
+    h_full: jax.Array | None = None
+
+
+def _scalar_g_h(loss, y_i, f_i):
+    # One forward-over-reverse pass gives g and h together.
+    return jax.jvp(lambda f: jax.grad(loss, argnums=1)(y_i, f), (f_i,), (jnp.ones_like(f_i),))
+
+
+def row_derivatives(loss: Loss, vector_output: bool, curvature: str = "exact",
+                    fisher: Callable | None = None) -> Callable[..., Derivatives]:
+    """Returns ``fn(y, raw, hessian_floor=0) -> Derivatives`` over all rows.
 
     Args:
       loss: ``loss(y_i, f_i) -> scalar`` for one row.
       vector_output: False when ``f_i`` is a scalar, True when it has shape (K,).
+      curvature: one of ``CURVATURES``.
+      fisher: ``fisher(y_i, f_i)`` -> expected Hessian of one row (shape () or (K,)),
+        for ``curvature="fisher"``.
 
-    The returned function takes ``y`` with rows on axis 0 (any pytree) and
-    ``raw : f32[N, K]`` and gives ``g, h : f32[N, K]``. For vector outputs ``h`` is
-    the diagonal of the per-row Hessian. Negative curvature (a non-convex loss) is
-    clipped to 0: boosting needs a non-negative quadratic model; the leaf denominator
-    ``H + l2`` is floored separately (see ``split.py``).
+    ``y`` has rows on axis 0 (any pytree) and ``raw`` is f32[N, K].
     """
-
-    def scalar_row(y_i, f_i):
-        # One forward-over-reverse pass gives g and h together.
-        g, h = jax.jvp(lambda f: jax.grad(loss, argnums=1)(y_i, f), (f_i,), (jnp.ones_like(f_i),))
-        return g, h
 
     def vector_row(y_i, f_i):
         g = jax.grad(loss, argnums=1)(y_i, f_i)
-        h = jnp.diagonal(jax.hessian(loss, argnums=1)(y_i, f_i))
-        return g, h
+        full = jax.hessian(loss, argnums=1)(y_i, f_i)
+        return g, jnp.diagonal(full), full
 
-    def fn(y, raw):
+    def fn(y, raw, hessian_floor=0.0):
+        h_full = None
         if vector_output:
-            g, h = jax.vmap(vector_row)(y, raw)
+            g, h, full = jax.vmap(vector_row)(y, raw)
+            if curvature == "full":
+                h_full = full
         else:
-            g, h = jax.vmap(scalar_row)(y, raw[:, 0])
+            g, h = jax.vmap(lambda y_i, f_i: _scalar_g_h(loss, y_i, f_i))(y, raw[:, 0])
             g, h = g[:, None], h[:, None]
-        return g, jnp.maximum(h, 0.0)
+        if curvature == "fisher":
+            expected = jax.vmap(fisher)(y, raw if vector_output else raw[:, 0])
+            h = expected.reshape(g.shape)
+        elif curvature == "constant":
+            h = jnp.ones_like(g)
+        return Derivatives(g, jnp.maximum(h, hessian_floor), h_full)
+
+    return fn
+
+
+def group_derivatives(loss: Callable, curvature: str = "exact",
+                      fisher: Callable | None = None) -> Callable[..., Derivatives]:
+    """Returns ``fn(y, raw, index, mask, hessian_floor=0) -> Derivatives`` for a loss
+    over groups of rows (queries).
+
+    Args:
+      loss: ``loss(y_q, f_q, mask_q) -> scalar`` for one group padded to M rows:
+        ``y_q`` and ``f_q`` of shape (M,) (``y_q`` any pytree), ``mask_q`` bool[M].
+      curvature: ``"exact"`` (the Hessian's diagonal by autodiff, M Hessian-vector
+        products per group), ``"fisher"`` (``fisher(y_q, f_q, mask_q) -> f32[M]``) or
+        ``"constant"``.
+
+    ``index`` is i32[Q, M], the rows of each group (padding entries point at row 0 and
+    are masked out), and ``mask`` bool[Q, M].
+    """
+
+    def one_group(args):
+        y_q, f_q, mask_q = args
+        g = jax.grad(loss, argnums=1)(y_q, f_q, mask_q)
+        if curvature == "fisher":
+            h = fisher(y_q, f_q, mask_q)
+        elif curvature == "constant":
+            h = jnp.ones_like(g)
+        else:
+            h = jnp.diagonal(jax.hessian(loss, argnums=1)(y_q, f_q, mask_q))
+        return jnp.where(mask_q, g, 0.0), jnp.where(mask_q, h, 0.0)
+
+    def fn(y, raw, index, mask, hessian_floor=0.0):
+        f = raw[:, 0]
+        y_groups = jax.tree.map(lambda a: a[index], y)
+        # lax.map: one group at a time bounds the memory of the per-group Hessians.
+        g_groups, h_groups = jax.lax.map(one_group, (y_groups, f[index], mask))
+        g = jnp.zeros_like(f).at[index].add(g_groups)
+        h = jnp.zeros_like(f).at[index].add(h_groups)
+        return Derivatives(g[:, None], jnp.maximum(h, hessian_floor)[:, None])
 
     return fn
 
@@ -65,12 +140,12 @@ def newton_constant(loss: Loss, vector_output: bool, y, weight: jax.Array, n_out
     Hessian is (close to) zero, as for absolute error, the step falls back to unit
     curvature per unit weight, a plain gradient step, so that it stays finite.
     """
-    gh = grad_hess(loss, vector_output)
+    derivatives = row_derivatives(loss, vector_output)
     total_weight = jnp.sum(weight)
 
     def step(c, _):
         raw = jnp.broadcast_to(c, (weight.shape[0], n_outputs))
-        g, h = gh(y, raw)
+        g, h, _ = derivatives(y, raw)
         G = weight @ g
         H = weight @ h
         H = jnp.where(H > 1e-6 * total_weight, H, total_weight)
@@ -78,3 +153,14 @@ def newton_constant(loss: Loss, vector_output: bool, y, weight: jax.Array, n_out
 
     c, _ = jax.lax.scan(step, jnp.zeros((n_outputs,), jnp.float32), None, length=n_steps)
     return c
+
+
+def grad_hess(loss: Loss, vector_output: bool) -> Callable[[jax.Array, jax.Array], tuple]:
+    """``fn(y, raw) -> (g, h)``: exact per-row g and (diagonal) h, clipped at 0."""
+    derivatives = row_derivatives(loss, vector_output)
+
+    def fn(y, raw):
+        g, h, _ = derivatives(y, raw)
+        return g, h
+
+    return fn

@@ -7,9 +7,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxgbt import _validation as check
-from jaxgbt._derivatives import grad_hess, newton_constant
+from jaxgbt._derivatives import CURVATURES, newton_constant
 from jaxgbt.binning import apply_bins, compute_thresholds
-from jaxgbt.boosting import BoostParams, TrainData, train
+from jaxgbt.boosting import BoostParams, TrainData, round_derivatives, train
 from jaxgbt.checkpoint import fingerprint, load_checkpoint, save_checkpoint
 from jaxgbt.config import ROW_AXIS, BoostConfig
 from jaxgbt.model import Booster
@@ -21,17 +21,21 @@ from jaxgbt.split import SplitParams
 def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int = 6,
         learning_rate=0.1, n_bins: int = 256, l2=1.0, l1=0.0, min_split_gain=0.0,
         min_child_weight=1.0, base_score=None, sample_weight=None, seed: int = 0,
-        n_outputs: int | None = None, link: Link | None = None,
+        n_outputs: int | None = None, link: Link | None = None, hessian: str | None = None,
+        hessian_floor=0.0, group=None,
         devices: "str | Sequence[jax.Device] | None" = None, checkpoint_path=None,
         checkpoint_every: int = 100) -> Booster:
     """Fits a boosted ensemble of oblivious trees to any differentiable loss.
 
     Args:
-      loss: a built-in name (``"squared_error"``, ``"logistic"``), an Objective, or a
-        function ``loss(y_i, f_i) -> scalar`` for one row written in ``jax.numpy``.
-        Gradients and Hessians come from ``jax.grad``.
+      loss: a built-in name (see ``jaxgbt.objectives``: ``"squared_error"``,
+        ``"logistic"``, ``"softmax"``, ``"quantile@0.9"``, ...), an Objective, or a
+        function ``loss(y_i, f_i) -> scalar`` for one row written in ``jax.numpy`` (with
+        ``group=``: ``loss(y_q, f_q, mask_q) -> scalar`` for one query). Gradients and
+        Hessians come from ``jax.grad``.
       X: array of shape (N, F); NaN marks a missing value.
-      y: labels, shape (N,) (or (N, ...) for a custom loss that reads more per row).
+      y: labels: shape (N,), (N, ...) or a dict of such arrays (a custom loss then sees
+        one row of each, e.g. counts with exposures).
       n_trees: T, boosting rounds.
       depth: D, levels per oblivious tree (2**D leaves).
       learning_rate: shrinkage, a float or a schedule ``round -> float`` (optax).
@@ -44,8 +48,15 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
       base_score: starting margin; default: the constant minimising the loss.
       sample_weight: array of shape (N,), non-negative.
       seed: seeds every random choice of the fit (the rows used for binning).
-      n_outputs: K for a vector-output loss, whose ``f_i`` then has shape (K,).
+      n_outputs: K for a vector-output loss, whose ``f_i`` then has shape (K,)
+        (built-in vector objectives infer it from y).
       link: inverse link for a custom loss, applied by ``predict``.
+      hessian: curvature: "exact", "full" (vector outputs: K x K Newton leaves),
+        "fisher" (the objective's expected Hessian) or "constant"; default: the
+        objective's own (see docs/objectives.md).
+      hessian_floor: per-row curvature is at least this (>= 0).
+      group: query id per row for ranking losses, shape (N,); a query's rows must be
+        contiguous.
       devices: None for the default device, ``"all"`` for every local device, or a
         list of devices; rows are split over them and histograms summed.
       checkpoint_path: a file to save progress to every ``checkpoint_every`` rounds;
@@ -63,38 +74,47 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
       FloatingPointError: the loss gave NaN or infinite gradients.
     """
     objective = resolve(loss, link)
+    kind = _kind(objective, group)
     check.check_params(n_trees, depth, n_bins)
-    vector_output = n_outputs is not None
-    n_outputs = 1 if n_outputs is None else check.check_int(n_outputs, "n_outputs", 1)
     X = check.check_X(X)
     y = check.check_y(y, X.shape[0], objective)
+    n_outputs, vector_output = _outputs(objective, y, n_outputs, kind)
+    curvature = _curvature(objective, hessian, vector_output)
     weight = (sample_weight if check.is_traced(sample_weight)
               else check.check_sample_weight(sample_weight, X.shape[0]))
-    params = _params(learning_rate, l2, l1, min_split_gain, min_child_weight)
-    _check_loss_output(objective, y, n_outputs, vector_output)
+    group_index, group_mask = _groups(kind, group, X.shape[0])
+    params = _params(learning_rate, l2, l1, min_split_gain, min_child_weight, hessian_floor)
+    _check_loss_output(objective, y, n_outputs, vector_output, kind)
     if checkpoint_path is not None:
         check.check_int(checkpoint_every, "checkpoint_every", 1)
         if any(check.is_traced(p) for p in jax.tree.leaves((params, weight, base_score))):
             raise ValueError("checkpoint_path cannot be used inside jax.vmap or jax.jit: a "
                              "checkpoint is written from the host. Fit without it there.")
     mesh = _mesh(devices)
+    if mesh is not None and (kind != "row" or objective.leaf_quantile is not None):
+        raise ValueError(f"devices={devices!r}: loss {objective.name!r} needs all rows on one "
+                         "device (it couples rows across groups or refreshes leaves from "
+                         "sorted residuals); fit it on one device.")
     check_fit_memory(X.shape[0], X.shape[1], n_bins, depth, n_outputs,
                      [jax.devices()[0]] if mesh is None else list(mesh.devices.flat))
 
     binning_weight = None if check.is_traced(weight) else weight
     thresholds = compute_thresholds(X, n_bins, binning_weight, seed)
     bins = apply_bins(X, thresholds)
-    data = TrainData(bins=jnp.asarray(bins), y=jnp.asarray(y), weight=jnp.asarray(weight))
-    start = _base_score(objective, base_score, data, n_outputs, vector_output)
-
+    data = TrainData(bins=jnp.asarray(bins), y=jax.tree.map(jnp.asarray, y),
+                     weight=jnp.asarray(weight), group_index=group_index, group_mask=group_mask)
     config = BoostConfig(loss=objective.loss, depth=depth, n_bins=n_bins, n_outputs=n_outputs,
                          vector_output=vector_output,
                          learning_rate_schedule=learning_rate if callable(learning_rate) else None,
-                         axis_name=None if mesh is None else ROW_AXIS)
+                         axis_name=None if mesh is None else ROW_AXIS, curvature=curvature,
+                         fisher=objective.fisher, grouped=kind != "row",
+                         leaf_quantile=objective.leaf_quantile)
+    start = _base_score(objective, base_score, data, config, params)
     resume, on_chunk = None, None
     if checkpoint_path is not None:
-        key = fingerprint(bins, y, weight, start, params, objective.name, config.depth,
-                          config.n_bins, config.n_outputs, config.vector_output,
+        key = fingerprint(bins, *jax.tree.leaves(y), weight, start, params, objective.name,
+                          group_index, config.depth, config.n_bins, config.n_outputs,
+                          config.vector_output, config.curvature, config.leaf_quantile,
                           repr(config.learning_rate_schedule))
         resume = load_checkpoint(checkpoint_path, key)
         if resume is not None and resume.rounds_done > n_trees:
@@ -128,35 +148,117 @@ def _checkpointer(path, every: int, key: str, start: int, n_trees: int):
     return on_chunk
 
 
-def _params(learning_rate, l2, l1, min_split_gain, min_child_weight) -> BoostParams:
+def _kind(objective: Objective, group) -> str:
+    """"row", "group" or "dataset": how the loss sees rows."""
+    if objective.kind == "dataset":
+        if group is not None:
+            raise ValueError(f"group= does not apply to loss {objective.name!r}, which couples "
+                             "all rows; drop it.")
+        return "dataset"
+    if objective.kind == "group" or (group is not None and objective.name.startswith("custom:")):
+        if group is None:
+            raise ValueError(f"loss {objective.name!r} ranks rows within queries: pass group= "
+                             "(one query id per row).")
+        return "group"
+    if group is not None:
+        raise ValueError(f"group= is for ranking losses, but {objective.name!r} is a per-row "
+                         "loss; drop group= or use a ranking loss (lambdarank_ndcg, "
+                         "pairwise_logistic, listwise_softmax or your own loss(y_q, f_q, mask_q)).")
+    return "row"
+
+
+def _outputs(objective: Objective, y, n_outputs, kind: str) -> tuple[int, bool]:
+    """K and whether f_i is a vector."""
+    if n_outputs is not None:
+        n_outputs = check.check_int(n_outputs, "n_outputs", 1)
+    if objective.n_outputs is not None:
+        inferred = objective.n_outputs(y)
+        if n_outputs is not None and n_outputs != inferred:
+            raise ValueError(f"n_outputs={n_outputs} but loss {objective.name!r} reads "
+                             f"{inferred} outputs from y; drop n_outputs.")
+        if inferred < 2 and objective.name == "softmax":
+            raise ValueError("softmax needs at least 2 classes in y; got only class 0.")
+        return inferred, True
+    if n_outputs is not None and kind != "row":
+        raise ValueError(f"n_outputs applies to per-row losses; {objective.name!r} has one score "
+                         "per row.")
+    return (1, False) if n_outputs is None else (n_outputs, True)
+
+
+def _curvature(objective: Objective, hessian, vector_output: bool) -> str:
+    curvature = objective.curvature if hessian is None else hessian
+    if curvature not in CURVATURES:
+        raise ValueError(f"hessian={hessian!r}: use one of {', '.join(CURVATURES)}.")
+    if curvature == "full" and not vector_output:
+        raise ValueError("hessian='full' is for vector-output losses (n_outputs=K); a scalar "
+                         "loss's Hessian is already exact.")
+    if curvature == "fisher" and objective.fisher is None:
+        raise ValueError(f"hessian='fisher' needs the objective's expected Hessian, which "
+                         f"{objective.name!r} does not define; pass an Objective with fisher= "
+                         "or use 'exact' or 'constant'.")
+    return curvature
+
+
+def _groups(kind: str, group, n_rows: int):
+    """(index i32[Q, M], mask bool[Q, M]) of the rows of each group, or (None, None)."""
+    if kind == "row":
+        return None, None
+    if kind == "dataset":
+        return jnp.arange(n_rows, dtype=jnp.int32)[None], jnp.ones((1, n_rows), bool)
+    ids = check.check_group(group, n_rows)
+    starts = np.flatnonzero(np.r_[True, ids[1:] != ids[:-1]])
+    sizes = np.diff(np.r_[starts, n_rows])
+    positions = np.arange(n_rows) - np.repeat(starts, sizes)
+    index = np.zeros((starts.size, sizes.max()), np.int32)
+    mask = np.zeros(index.shape, bool)
+    query = np.repeat(np.arange(starts.size), sizes)
+    index[query, positions] = np.arange(n_rows)
+    mask[query, positions] = True
+    return jnp.asarray(index), jnp.asarray(mask)
+
+
+def _params(learning_rate, l2, l1, min_split_gain, min_child_weight,
+            hessian_floor) -> BoostParams:
     check.check_learning_rate(learning_rate)
     values = dict(l2=l2, l1=l1, min_split_gain=min_split_gain, min_child_weight=min_child_weight)
-    for name, value in values.items():
+    for name, value in {**values, "hessian_floor": hessian_floor}.items():
         check.check_nonnegative(value, name)
     as_f32 = {name: jnp.asarray(value, jnp.float32) for name, value in values.items()}
     rate = jnp.asarray(0.0 if callable(learning_rate) else learning_rate, jnp.float32)
-    return BoostParams(learning_rate=rate, split=SplitParams(**as_f32))
+    return BoostParams(learning_rate=rate, split=SplitParams(**as_f32),
+                       hessian_floor=jnp.asarray(hessian_floor, jnp.float32))
 
 
-def _check_loss_output(objective: Objective, y: np.ndarray, n_outputs: int,
-                       vector_output: bool) -> None:
-    """The loss must map one row (y_i, f_i) to a scalar; checked by shape alone."""
-    f_row = jax.ShapeDtypeStruct((n_outputs,) if vector_output else (), jnp.float32)
-    y_row = jax.ShapeDtypeStruct(y.shape[1:], jnp.float32)
+def _check_loss_output(objective: Objective, y, n_outputs: int, vector_output: bool,
+                       kind: str) -> None:
+    """The loss must map one row (y_i, f_i), or one group (y_q, f_q, mask_q), to a
+    scalar; checked by shapes alone."""
+    if kind == "row":
+        f_shape = (n_outputs,) if vector_output else ()
+        args = (jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape[1:], jnp.float32), y),
+                jax.ShapeDtypeStruct(f_shape, jnp.float32))
+        what = f"one row (f_i of shape {f_shape})"
+    else:
+        size = 4
+        args = (jax.tree.map(lambda a: jax.ShapeDtypeStruct((size,) + a.shape[1:], jnp.float32),
+                             y),
+                jax.ShapeDtypeStruct((size,), jnp.float32), jax.ShapeDtypeStruct((size,), bool))
+        what = "one group (y_q, f_q, mask_q)"
     try:
-        out = jax.eval_shape(objective.loss, y_row, f_row)
+        out = jax.eval_shape(objective.loss, *args)
     except Exception as error:  # noqa: BLE001 - re-raised with context
-        raise TypeError(f"loss {objective.name!r} failed on one row (y_i of shape {y.shape[1:]}, "
-                        f"f_i of shape {f_row.shape}): {error}") from error
+        raise TypeError(f"loss {objective.name!r} failed on {what}: {error}") from error
     if not hasattr(out, "shape") or out.shape != ():
         shape = getattr(out, "shape", type(out).__name__)
-        hint = (" For a vector-output loss pass n_outputs=K." if not vector_output else "")
-        raise ValueError(f"loss {objective.name!r} must return a scalar for one row "
-                         f"(y_i, f_i); it returned shape {shape}.{hint}")
+        hint = (" For a vector-output loss pass n_outputs=K."
+                if kind == "row" and not vector_output else "")
+        raise ValueError(f"loss {objective.name!r} must return a scalar for {what}; it "
+                         f"returned shape {shape}.{hint}")
 
 
-def _base_score(objective: Objective, base_score, data: TrainData, n_outputs: int,
-                vector_output: bool) -> jax.Array:
+def _base_score(objective: Objective, base_score, data: TrainData, config: BoostConfig,
+                params: BoostParams) -> jax.Array:
+    n_outputs = config.n_outputs
     if base_score is not None:
         start = jnp.broadcast_to(jnp.asarray(base_score, jnp.float32), (n_outputs,))
         if not check.is_traced(start) and not np.isfinite(np.asarray(start)).all():
@@ -164,12 +266,15 @@ def _base_score(objective: Objective, base_score, data: TrainData, n_outputs: in
         return start
     if objective.init_score is not None:
         start = jnp.broadcast_to(objective.init_score(data.y, data.weight), (n_outputs,))
+    elif config.grouped:
+        start = jnp.zeros((n_outputs,))  # a group loss is usually shift-invariant
     else:
-        start = newton_constant(objective.loss, vector_output, data.y, data.weight, n_outputs)
+        start = newton_constant(objective.loss, config.vector_output, data.y, data.weight,
+                                n_outputs)
     start = start.astype(jnp.float32)
     if not check.is_traced(start):
-        g, h = grad_hess(objective.loss, vector_output)(
-            data.y, jnp.broadcast_to(start, (data.y.shape[0], n_outputs)))
+        raw = jnp.broadcast_to(start, (data.weight.shape[0], n_outputs))
+        g, h, _ = round_derivatives(config, params, data, raw)
         bad = ~(jnp.isfinite(g) & jnp.isfinite(h)).all(axis=1)
         if not np.isfinite(np.asarray(start)).all() or bool(bad.any()):
             raise FloatingPointError(

@@ -58,23 +58,55 @@ def check_X(X, name: str = "X") -> np.ndarray:
     return array
 
 
-def check_y(y, n_rows: int, objective) -> np.ndarray:
-    """y as a new float32 array with n_rows rows, finite and in the objective's domain."""
-    array = _as_numeric_array(y, "y")
-    if array.ndim == 0 or array.shape[0] != n_rows:
-        raise ValueError(f"y has {array.shape[0] if array.ndim else 0} rows but X has {n_rows}; "
-                         "pass one label per row of X.")
-    array = np.array(array, dtype=FLOAT_DTYPE)
-    if not np.isfinite(array).all():
-        count = int((~np.isfinite(array)).sum())
-        raise ValueError(f"y contains {count} NaN or infinite labels; drop those rows or "
-                         "fill the labels.")
+def check_y(y, n_rows: int, objective):
+    """y as new float32 arrays with n_rows rows, finite (or +inf where the objective
+    allows it) and in the objective's domain. A dict of arrays stays a dict."""
+    if isinstance(y, dict):
+        if not y:
+            raise ValueError("y is an empty dict; give it one array of labels per name.")
+        return {key: _check_label_array(value, n_rows, f"y[{key!r}]", objective)
+                for key, value in y.items()}
+    array = _check_label_array(y, n_rows, "y", objective)
     if objective.y_domain is not None:
         description, accepts = objective.y_domain
         if not accepts(array):
+            finite = array[np.isfinite(array)]
+            seen = f"[{finite.min()}, {finite.max()}]" if finite.size else "no finite values"
             raise ValueError(f"y has labels outside the domain of loss {objective.name!r}: it "
-                             f"needs {description}; got values in [{array.min()}, {array.max()}].")
+                             f"needs {description}; got shape {array.shape}, values in {seen}.")
     return array
+
+
+def _check_label_array(y, n_rows: int, name: str, objective) -> np.ndarray:
+    array = _as_numeric_array(y, name)
+    if array.ndim == 0 or array.shape[0] != n_rows:
+        raise ValueError(f"{name} has {array.shape[0] if array.ndim else 0} rows but X has "
+                         f"{n_rows}; pass one label per row of X.")
+    array = np.array(array, dtype=FLOAT_DTYPE)
+    bad = np.isnan(array) | (np.isinf(array) if not objective.y_allows_inf else np.isneginf(array))
+    if bad.any():
+        raise ValueError(f"{name} contains {int(bad.sum())} NaN or infinite labels; drop those "
+                         "rows or fill the labels.")
+    return array
+
+
+def check_group(group, n_rows: int) -> np.ndarray:
+    """Query ids i64[N]; each query's rows must be contiguous (as in LightGBM)."""
+    if group is None:
+        raise ValueError("group is required for this loss: one query id per row.")
+    array = _as_numeric_array(group, "group")
+    if array.shape != (n_rows,):
+        raise ValueError(f"group must have shape ({n_rows},), one query id per row of X; got "
+                         f"{array.shape}.")
+    if not np.issubdtype(array.dtype, np.integer) and not (array == np.round(array)).all():
+        raise ValueError("group must hold integer query ids.")
+    ids = array.astype(np.int64)
+    runs = 1 + int(np.count_nonzero(ids[1:] != ids[:-1]))
+    if runs != np.unique(ids).size:
+        raise ValueError(f"group ids are not contiguous: {runs} runs of equal ids but "
+                         f"{np.unique(ids).size} distinct queries. Sort the rows by query id "
+                         "(np.argsort(group, kind='stable')) so each query's rows are together.")
+    return ids
 
 
 def check_sample_weight(sample_weight, n_rows: int) -> np.ndarray:

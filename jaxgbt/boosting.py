@@ -14,8 +14,9 @@ import jax.numpy as jnp
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from jaxgbt._derivatives import grad_hess
+from jaxgbt._derivatives import Derivatives, group_derivatives, row_derivatives
 from jaxgbt.config import BoostConfig
+from jaxgbt.leaves import newton_full, quantile_leaves
 from jaxgbt.split import SplitParams
 from jaxgbt.tree import BinnedTree, grow_tree
 
@@ -25,6 +26,7 @@ class BoostParams(NamedTuple):
 
     learning_rate: jax.Array
     split: SplitParams
+    hessian_floor: jax.Array
 
 
 class Progress(NamedTuple):
@@ -52,11 +54,15 @@ class TrainData(NamedTuple):
       bins: u8[F, N], feature-major binned features.
       y: labels with rows on axis 0 (an array or a pytree of arrays).
       weight: f32[N] sample weights (0 for padding rows).
+      group_index: i32[Q, M], the rows of each group for a group loss, else None.
+      group_mask: bool[Q, M], which entries of group_index are rows, else None.
     """
 
     bins: jax.Array
     y: Any
     weight: jax.Array
+    group_index: jax.Array | None = None
+    group_mask: jax.Array | None = None
 
 
 def _empty_tree(depth: int, n_outputs: int) -> BinnedTree:
@@ -64,6 +70,16 @@ def _empty_tree(depth: int, n_outputs: int) -> BinnedTree:
     return BinnedTree(feature=zeros, split_bin=zeros, default_left=jnp.ones(depth, bool),
                       gain=jnp.zeros(depth, jnp.float32),
                       leaf_value=jnp.zeros((2**depth, n_outputs), jnp.float32))
+
+
+def round_derivatives(config: BoostConfig, params: BoostParams, data: TrainData,
+                      raw: jax.Array) -> Derivatives:
+    """g and curvature of every row at margins ``raw`` f32[N, K], by the configured path."""
+    if config.grouped:
+        return group_derivatives(config.loss, config.curvature, config.fisher)(
+            data.y, raw, data.group_index, data.group_mask, params.hessian_floor)
+    return row_derivatives(config.loss, config.vector_output, config.curvature,
+                           config.fisher)(data.y, raw, params.hessian_floor)
 
 
 def boost_round(config: BoostConfig, params: BoostParams, data: TrainData, raw: jax.Array,
@@ -78,7 +94,8 @@ def boost_round(config: BoostConfig, params: BoostParams, data: TrainData, raw: 
       The new margins f32[N, K], and the tree (its leaf values already scaled by the
       learning rate) with the number of rows i32[] whose g or h was not finite.
     """
-    g, h = grad_hess(config.loss, config.vector_output)(data.y, raw)
+    derivatives = round_derivatives(config, params, data, raw)
+    g, h = derivatives.g, derivatives.h
     finite = jnp.all(jnp.isfinite(g) & jnp.isfinite(h), axis=1)
     bad_rows = jnp.sum((~finite) & (data.weight > 0), dtype=jnp.int32)
     if config.axis_name is not None:
@@ -87,6 +104,20 @@ def boost_round(config: BoostConfig, params: BoostParams, data: TrainData, raw: 
     gh = jnp.concatenate([g * weight, h * weight], axis=1)
     tree, leaf = grow_tree(data.bins, gh, params.split, config.depth, config.n_bins,
                            config.axis_name)
+    n_leaves = 2**config.depth
+    if derivatives.h_full is not None:
+        n_rows, n_outputs = g.shape
+        G = jax.ops.segment_sum(g * weight, leaf, num_segments=n_leaves)
+        H = jax.ops.segment_sum((derivatives.h_full * weight[:, :, None]).reshape(n_rows, -1),
+                                leaf, num_segments=n_leaves)
+        if config.axis_name is not None:
+            G, H = jax.lax.psum((G, H), config.axis_name)
+        tree = tree._replace(leaf_value=newton_full(
+            G, H.reshape(n_leaves, n_outputs, n_outputs), params.split))
+    elif config.leaf_quantile is not None:
+        residual = data.y - raw[:, 0]
+        tree = tree._replace(leaf_value=quantile_leaves(
+            residual, data.weight, leaf, n_leaves, config.leaf_quantile)[:, None])
     if config.learning_rate_schedule is None:
         learning_rate = params.learning_rate
     else:
@@ -122,7 +153,8 @@ def _compiled_chunk(config, mesh, params, data, raw, first_round, n_trees):
         return train_chunk(config, params, data, raw, first_round, n_trees)
     rows = P(config.axis_name)
     data_specs = TrainData(bins=P(None, config.axis_name),
-                           y=jax.tree.map(lambda _: rows, data.y), weight=rows)
+                           y=jax.tree.map(lambda _: rows, data.y), weight=rows,
+                           group_index=None, group_mask=None)
     sharded = jax.shard_map(functools.partial(train_chunk, config), mesh=mesh,
                             in_specs=(P(), data_specs, rows, P(), P()), out_specs=(rows, P()),
                             check_vma=False)
@@ -136,7 +168,7 @@ def _pad_rows(data: TrainData, n_pad: int, missing_bin: int) -> TrainData:
     bins = jnp.pad(data.bins, ((0, 0), (0, n_pad)), constant_values=missing_bin)
     y = jax.tree.map(lambda a: jnp.concatenate([a, jnp.repeat(a[:1], n_pad, axis=0)]), data.y)
     weight = jnp.pad(data.weight, (0, n_pad))
-    return TrainData(bins, y, weight)
+    return data._replace(bins=bins, y=y, weight=weight)
 
 
 def _shard(data: TrainData, raw: jax.Array, mesh: Mesh, config: BoostConfig):
@@ -147,8 +179,8 @@ def _shard(data: TrainData, raw: jax.Array, mesh: Mesh, config: BoostConfig):
     raw = jnp.pad(raw, ((0, n_pad), (0, 0)))
     rows = NamedSharding(mesh, P(config.axis_name))
     feature_rows = NamedSharding(mesh, P(None, config.axis_name))
-    data = TrainData(bins=jax.device_put(data.bins, feature_rows),
-                     y=jax.device_put(data.y, rows), weight=jax.device_put(data.weight, rows))
+    data = data._replace(bins=jax.device_put(data.bins, feature_rows),
+                         y=jax.device_put(data.y, rows), weight=jax.device_put(data.weight, rows))
     return data, jax.device_put(raw, rows)
 
 

@@ -30,6 +30,10 @@ class BoostConfig:
         optax schedule), or None to use the traced ``learning_rate`` parameter.
       rounds_per_chunk: rounds per device call.
       axis_name: the mesh axis rows are split over, or None on one device.
+      curvature: "exact", "full", "fisher" or "constant" (see ``_derivatives``).
+      fisher: the objective's expected Hessian, for ``curvature="fisher"``.
+      grouped: the loss is over groups of rows (``loss(y_q, f_q, mask_q)``).
+      leaf_quantile: when set, leaves are refreshed to this quantile of the residuals.
     """
 
     loss: Loss
@@ -40,3 +44,7 @@ class BoostConfig:
     learning_rate_schedule: Callable | None = None
     rounds_per_chunk: int = ROUNDS_PER_CHUNK
     axis_name: str | None = None
+    curvature: str = "exact"
+    fisher: Callable | None = None
+    grouped: bool = False
+    leaf_quantile: float | None = None

@@ -26,7 +26,7 @@ import numpy as np
 
 from jaxgbt._dtypes import MAX_DEPTH
 from jaxgbt.model import Booster, as_numpy
-from jaxgbt.objectives import BUILTIN, Link, Objective
+from jaxgbt.objectives import Link, Objective, by_name
 
 FORMAT = "jaxgbt.model"
 VERSION = 1
@@ -60,7 +60,7 @@ def save(model: Booster, path) -> None:
     from jaxgbt import __version__
 
     arrays = as_numpy(model)
-    builtin = BUILTIN.get(model.objective.name)
+    builtin = by_name(model.objective.name)
     header = {
         "format": FORMAT, "version": VERSION, "objective": model.objective.name,
         "custom_link": model.objective.link is not None
@@ -199,7 +199,7 @@ def load(path, link: Link | None = None) -> Booster:
     for field in ("leaf_value", "base_score", "split_gain"):
         if not np.isfinite(arrays[field]).all():
             _fail(path, f"{field} must be finite")
-    objective = BUILTIN.get(name)
+    objective = by_name(name)
     if objective is None:
         objective = Objective(name=name, loss=None)
     if link is not None:

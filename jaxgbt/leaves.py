@@ -1,0 +1,62 @@
+"""Leaf values other than the diagonal Newton step of ``split.leaf_weight``.
+
+Once a tree's structure is grown, its leaves can be set by a better model of the loss:
+
+- ``newton_full``: the Newton step with the full K x K Hessian summed over the leaf, for
+  vector outputs whose outputs interact (softmax).
+- ``quantile_leaves``: the weighted alpha-quantile of the residuals y - f in each leaf,
+  which minimises absolute error (alpha = 0.5) or the pinball loss exactly; the Newton
+  step cannot, as their Hessian is 0 (this is the leaf refresh of LightGBM's L1 and
+  quantile objectives and of scikit-learn's absolute error loss).
+"""
+
+import jax
+import jax.numpy as jnp
+
+from jaxgbt.split import MIN_DENOMINATOR, SplitParams, soft_threshold
+
+
+def newton_full(G: jax.Array, H: jax.Array, params: SplitParams) -> jax.Array:
+    """Leaf values -(H + l2 I)^-1 T_l1(G).
+
+    Args:
+      G: f32[L, K] gradient sums.
+      H: f32[L, K, K] Hessian sums.
+
+    Returns:
+      f32[L, K]. The system is regularised by l2 and, so that an empty leaf or a
+      singular Hessian (softmax's rows sum to 0) stays solvable, by MIN_DENOMINATOR.
+    """
+    n_outputs = G.shape[-1]
+    eye = jnp.eye(n_outputs, dtype=H.dtype)[None]
+    system = H + (params.l2 + MIN_DENOMINATOR) * eye
+    return -jnp.linalg.solve(system, soft_threshold(G, params.l1)[..., None])[..., 0]
+
+
+def quantile_leaves(residual: jax.Array, weight: jax.Array, leaf: jax.Array, n_leaves: int,
+                    alpha: float) -> jax.Array:
+    """Weighted alpha-quantile of the residuals in each leaf.
+
+    Args:
+      residual: f32[N], y - f at the margins the tree was grown on.
+      weight: f32[N], sample weights (rows of weight 0 are ignored).
+      leaf: i32[N], each row's leaf.
+      n_leaves: L (static).
+      alpha: the quantile level in (0, 1) (static).
+
+    Returns:
+      f32[L]: the smallest residual r of each leaf with (weight of residuals <= r)
+      >= alpha * (leaf weight); 0 for a leaf without weight.
+    """
+    order = jnp.lexsort((residual, leaf))  # by leaf, then by residual
+    sorted_residual, sorted_weight, sorted_leaf = residual[order], weight[order], leaf[order]
+    leaf_weight = jax.ops.segment_sum(weight, leaf, num_segments=n_leaves)
+    before_leaf = jnp.cumsum(leaf_weight) - leaf_weight  # weight of all lower leaves
+    within = jnp.cumsum(sorted_weight) - before_leaf[sorted_leaf]
+    # A small tolerance: the two cumulative sums round differently in float32.
+    reached = (within >= alpha * leaf_weight[sorted_leaf] * (1 - 1e-6)) & (sorted_weight > 0)
+    positions = jnp.arange(residual.shape[0])
+    first = jax.ops.segment_min(jnp.where(reached, positions, residual.shape[0]), sorted_leaf,
+                                num_segments=n_leaves)
+    value = sorted_residual[jnp.clip(first, 0, residual.shape[0] - 1)]
+    return jnp.where(leaf_weight > 0, value, 0.0)
