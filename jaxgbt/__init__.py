@@ -1,5 +1,6 @@
 """jaxgbt: gradient boosting with autodiff losses and oblivious trees, in JAX."""
 
+from jaxgbt import metrics as metrics
 from jaxgbt import objectives as objectives
 from jaxgbt._fit import fit as fit
 from jaxgbt.io import load as load

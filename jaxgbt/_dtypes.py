@@ -8,6 +8,8 @@ Dimension names used in every docstring:
   L  n_leaves         2**D
   T  n_trees          boosting rounds kept in a model
   K  n_outputs        raw outputs per row (1 for scalar losses)
+  Q  n_queries        groups of rows of a ranking loss
+  M  group size       rows of the largest group (groups are padded to it, with a mask)
 """
 
 import numpy as np

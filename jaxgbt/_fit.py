@@ -9,7 +9,7 @@ import numpy as np
 from jaxgbt import _validation as check
 from jaxgbt._derivatives import CURVATURES, newton_constant
 from jaxgbt.binning import apply_bins, compute_thresholds
-from jaxgbt.boosting import BoostParams, TrainData, round_derivatives, train
+from jaxgbt.boosting import BoostParams, TrainData, compiled_derivatives, train
 from jaxgbt.checkpoint import fingerprint, load_checkpoint, save_checkpoint
 from jaxgbt.config import ROW_AXIS, BoostConfig
 from jaxgbt.model import Booster
@@ -274,7 +274,7 @@ def _base_score(objective: Objective, base_score, data: TrainData, config: Boost
     start = start.astype(jnp.float32)
     if not check.is_traced(start):
         raw = jnp.broadcast_to(start, (data.weight.shape[0], n_outputs))
-        g, h, _ = round_derivatives(config, params, data, raw)
+        g, h, _ = compiled_derivatives(config, params, data, raw)
         bad = ~(jnp.isfinite(g) & jnp.isfinite(h)).all(axis=1)
         if not np.isfinite(np.asarray(start)).all() or bool(bad.any()):
             raise FloatingPointError(

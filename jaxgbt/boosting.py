@@ -82,6 +82,11 @@ def round_derivatives(config: BoostConfig, params: BoostParams, data: TrainData,
                            config.fisher)(data.y, raw, params.hessian_floor)
 
 
+# Compiled once per configuration: ``fit`` checks the gradients at the starting margin
+# with it (eagerly, a group loss's derivatives would be traced anew on every fit).
+compiled_derivatives = jax.jit(round_derivatives, static_argnames="config")
+
+
 def boost_round(config: BoostConfig, params: BoostParams, data: TrainData, raw: jax.Array,
                 round_index: jax.Array) -> tuple[jax.Array, tuple[BinnedTree, jax.Array]]:
     """One round: gradients at the current margins, a tree, the updated margins.
