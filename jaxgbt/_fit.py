@@ -7,11 +7,13 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxgbt import _validation as check
+from jaxgbt import metrics as metrics_module
 from jaxgbt._derivatives import CURVATURES, newton_constant
 from jaxgbt.binning import apply_bins, compute_thresholds
 from jaxgbt.boosting import BoostParams, TrainData, compiled_derivatives, train
 from jaxgbt.checkpoint import fingerprint, load_checkpoint, save_checkpoint
 from jaxgbt.config import ROW_AXIS, BoostConfig
+from jaxgbt.evaluation import EvalSet, Evaluator, resolve_metrics
 from jaxgbt.model import Booster
 from jaxgbt.objectives import Link, Loss, Objective, resolve
 from jaxgbt.resources import check_fit_memory
@@ -23,6 +25,8 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
         min_child_weight=1.0, base_score=None, sample_weight=None, seed: int = 0,
         n_outputs: int | None = None, link: Link | None = None, hessian: str | None = None,
         hessian_floor=0.0, group=None,
+        eval_set=None, eval_metric=None, early_stopping_rounds: int | None = None,
+        callbacks: Sequence = (), verbose: int = 0,
         devices: "str | Sequence[jax.Device] | None" = None, checkpoint_path=None,
         checkpoint_every: int = 100) -> Booster:
     """Fits a boosted ensemble of oblivious trees to any differentiable loss.
@@ -57,6 +61,16 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
       hessian_floor: per-row curvature is at least this (>= 0).
       group: query id per row for ranking losses, shape (N,); a query's rows must be
         contiguous.
+      eval_set: validation sets, a list of ``(X, y)``, ``(X, y, sample_weight)`` or dicts
+        with keys X, y and optionally sample_weight, group, name. Each is scored after
+        every round; the model's ``history`` holds the scores.
+      eval_metric: a metric name (``jaxgbt.metrics.get``), a function, or a list of them;
+        default: the objective's usual metric (its own loss for a custom loss).
+      early_stopping_rounds: stop when the first metric on the last eval set has not
+        improved for this many rounds; ``predict`` then uses the best round.
+      callbacks: functions called after every chunk of rounds with an
+        ``evaluation.EvalState``; one returning True stops training.
+      verbose: 0 silent; 1 logs the scores after every chunk (logger "jaxgbt").
       devices: None for the default device, ``"all"`` for every local device, or a
         list of devices; rows are split over them and histograms summed.
       checkpoint_path: a file to save progress to every ``checkpoint_every`` rounds;
@@ -110,7 +124,10 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
                          fisher=objective.fisher, grouped=kind != "row",
                          leaf_quantile=objective.leaf_quantile)
     start = _base_score(objective, base_score, data, config, params)
-    resume, on_chunk = None, None
+    traced = any(check.is_traced(p) for p in jax.tree.leaves((params, weight, start)))
+    evaluator = _evaluator(eval_set, eval_metric, early_stopping_rounds, callbacks, verbose,
+                           traced, objective, config, X.shape[1], thresholds, start, kind)
+    resume, on_chunk = None, evaluator.after_chunk
     if checkpoint_path is not None:
         key = fingerprint(bins, *jax.tree.leaves(y), weight, start, params, objective.name,
                           group_index, config.depth, config.n_bins, config.n_outputs,
@@ -119,8 +136,12 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
         resume = load_checkpoint(checkpoint_path, key)
         if resume is not None and resume.rounds_done > n_trees:
             resume = None  # a longer fit's checkpoint: its first rounds are this fit's
-        on_chunk = _checkpointer(checkpoint_path, checkpoint_every, key,
-                                 0 if resume is None else resume.rounds_done, n_trees)
+        save = _checkpointer(checkpoint_path, checkpoint_every, key,
+                             0 if resume is None else resume.rounds_done, n_trees)
+
+        def on_chunk(progress):
+            save(progress)
+            return evaluator.after_chunk(progress)
     progress = train(config, params, data, start, n_trees, mesh, resume, on_chunk)
     trees = progress.trees
 
@@ -129,10 +150,62 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
     model = Booster(feature=trees.feature, threshold=threshold,
                     default_left=trees.default_left, split_gain=trees.gain,
                     leaf_value=trees.leaf_value, base_score=start, objective=objective,
-                    n_features=X.shape[1], vector_output=vector_output)
+                    n_features=X.shape[1], vector_output=vector_output,
+                    best_round=(None if early_stopping_rounds is None or evaluator.best is None
+                                else jnp.asarray(evaluator.best, jnp.int32)),
+                    history=evaluator.history())
     if not check.is_traced(model.leaf_value):
         _check_finite(model, np.asarray(progress.bad_rows), X.shape[0])
     return model
+
+
+def _evaluator(eval_set, eval_metric, early_stopping_rounds, callbacks, verbose, traced,
+               objective, config, n_features, thresholds, start, kind) -> Evaluator:
+    """Validates and bins the validation sets; returns the per-chunk evaluator."""
+    if early_stopping_rounds is not None:
+        check.check_int(early_stopping_rounds, "early_stopping_rounds", 1)
+        if not eval_set:
+            raise ValueError("early_stopping_rounds needs a validation set: pass "
+                             "eval_set=[(X_val, y_val)].")
+        if traced:
+            raise ValueError("early_stopping_rounds cannot be used inside jax.vmap or jax.jit: "
+                             "stopping is decided on the host. The eval_set history is still "
+                             "recorded there; pick the round from model.history afterwards.")
+    if callbacks and traced:
+        raise ValueError("callbacks cannot run inside jax.vmap or jax.jit.")
+    if any(not callable(c) for c in callbacks):
+        raise TypeError("callbacks must be functions taking an EvalState.")
+    sets = []
+    for i, entry in enumerate(eval_set or []):
+        if isinstance(entry, dict):
+            unknown = set(entry) - {"X", "y", "sample_weight", "group", "name"}
+            if unknown or not {"X", "y"} <= set(entry):
+                raise ValueError(f"eval_set[{i}] must have keys X and y (and optionally "
+                                 f"sample_weight, group, name); got {sorted(entry)}.")
+            fields = entry
+        elif isinstance(entry, (tuple, list)) and len(entry) in (2, 3):
+            fields = dict(zip(("X", "y", "sample_weight"), entry, strict=False))
+        else:
+            raise TypeError(f"eval_set[{i}] must be (X, y), (X, y, sample_weight) or a dict; "
+                            f"got {type(entry).__name__}.")
+        name = str(fields.get("name", f"valid_{i}"))
+        X_val = check.check_X(fields["X"], f"eval_set[{i}] X")
+        if X_val.shape[1] != n_features:
+            raise ValueError(f"eval_set[{i}] X has {X_val.shape[1]} features but X has "
+                             f"{n_features}; pass the same columns.")
+        y_val = check.check_y(fields["y"], X_val.shape[0], objective)
+        w_val = check.check_sample_weight(fields.get("sample_weight"), X_val.shape[0])
+        layout = None
+        if kind == "group" or fields.get("group") is not None:
+            layout = metrics_module.query_layout(check.check_group(fields.get("group"),
+                                                                   X_val.shape[0]))
+        sets.append(EvalSet(name, jnp.asarray(apply_bins(X_val, thresholds)),
+                            jax.tree.map(jnp.asarray, y_val), jnp.asarray(w_val), layout))
+    metrics = resolve_metrics(eval_metric, objective, config.vector_output, kind != "row")
+    if kind == "dataset" and metrics and any(getattr(m, "on_margin", False) for m in metrics):
+        raise ValueError(f"loss {objective.name!r} couples all rows: give eval_metric.")
+    return Evaluator(sets, metrics, start, objective.link, config.vector_output, config.n_bins,
+                     early_stopping_rounds, callbacks, verbose, traced)
 
 
 def _checkpointer(path, every: int, key: str, start: int, n_trees: int):

@@ -200,7 +200,8 @@ def train(config: BoostConfig, params: BoostParams, data: TrainData, base_score:
       mesh: a one-axis mesh named ``config.axis_name`` to split rows over, or None.
       resume: progress to continue from (a checkpoint); None starts at round 0.
       on_chunk: called on the host with the progress after every chunk of rounds (for
-        checkpoints). It forces a wait for the device only if it reads the arrays.
+        validation and checkpoints); it returns True to stop training there. It forces
+        a wait for the device only if it reads the arrays.
 
     Returns:
       The progress after ``n_trees`` rounds: trees, training margins f32[N, K] and
@@ -224,9 +225,9 @@ def train(config: BoostConfig, params: BoostParams, data: TrainData, base_score:
                                                  n_trees_array)
         kept = min(config.rounds_per_chunk, n_trees - first_round)
         done = Progress(
-            trees=jax.tree.map(lambda old, new: jnp.concatenate([old, new[:kept]]),
+            trees=jax.tree.map(lambda old, new, kept=kept: jnp.concatenate([old, new[:kept]]),
                                done.trees, trees),
             raw=raw[:n_rows], bad_rows=jnp.concatenate([done.bad_rows, bad_rows[:kept]]))
-        if on_chunk is not None:
-            on_chunk(done)
+        if on_chunk is not None and on_chunk(done):
+            break
     return done

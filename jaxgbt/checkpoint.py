@@ -25,8 +25,15 @@ import numpy as np
 
 from jaxgbt._dtypes import MAX_DEPTH
 from jaxgbt.boosting import Progress
-from jaxgbt.io import (MAX_OUTPUTS, MAX_TREES, ModelFormatError, header_int, read_array,
-                       read_header, write_archive)
+from jaxgbt.io import (
+    MAX_OUTPUTS,
+    MAX_TREES,
+    ModelFormatError,
+    header_int,
+    read_array,
+    read_header,
+    write_archive,
+)
 from jaxgbt.tree import BinnedTree
 
 FORMAT = "jaxgbt.checkpoint"

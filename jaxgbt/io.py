@@ -33,6 +33,9 @@ VERSION = 1
 MAX_TREES = 1_000_000
 MAX_FEATURES = 10_000_000
 MAX_OUTPUTS = 100_000
+# Leaf values a loadable model may hold (1 GiB of float32): a zip compresses a model of
+# zeros 1000-fold, so this bounds what a small hostile file can make load allocate.
+MAX_LEAF_VALUES = 1 << 28
 _HEADER_BYTES = 1 << 20
 _NPY_HEADER_SLACK = 4096  # the .npy preamble is at most a few hundred bytes
 
@@ -68,6 +71,10 @@ def save(model: Booster, path) -> None:
         "n_features": model.n_features, "n_trees": model.n_trees, "depth": model.depth,
         "n_outputs": model.n_outputs, "vector_output": model.vector_output,
         "jaxgbt_version": __version__,
+        "best_round": None if model.best_round is None else int(model.best_round),
+        "history": None if model.history is None else {
+            key: [None if np.isnan(v) else float(v) for v in np.asarray(values, np.float64)]
+            for key, values in model.history.items()},
         "arrays": {name: {"dtype": str(a.dtype), "shape": list(a.shape)}
                    for name, a in arrays.items()},
     }
@@ -115,9 +122,13 @@ def read_header(archive: zipfile.ZipFile, path, format_name: str = FORMAT,
     if info.file_size > _HEADER_BYTES:
         _fail(path, f"header.json declares {info.file_size} bytes (limit {_HEADER_BYTES})", what)
     try:
-        header = json.loads(archive.read(info).decode("utf-8"))
-    except (ValueError, UnicodeDecodeError) as error:
-        _fail(path, f"header.json is not JSON ({error})", what)
+        raw = archive.read(info)
+    except Exception as error:  # noqa: BLE001 - bad CRC, bad compression, truncation
+        _fail(path, f"header.json could not be read ({type(error).__name__}: {error})", what)
+    try:
+        header = json.loads(raw.decode("utf-8"))
+    except (ValueError, UnicodeDecodeError, RecursionError) as error:
+        _fail(path, f"header.json is not JSON ({type(error).__name__}: {error})", what)
     if not isinstance(header, dict):
         _fail(path, "header.json is not a JSON object", what)
     if header.get("format") != format_name:
@@ -186,9 +197,11 @@ def load(path, link: Link | None = None) -> Booster:
         name = header.get("objective")
         if not isinstance(vector_output, bool) or not isinstance(name, str):
             _fail(path, "vector_output must be a boolean and objective a string")
+        if not isinstance(header.get("custom_link", False), bool):
+            _fail(path, "custom_link must be a boolean")
         if not vector_output and K != 1:
             _fail(path, f"a scalar-output model must have n_outputs=1, not {K}")
-        if T * 2**D * K > 1 << 31:
+        if T * 2**D * K > MAX_LEAF_VALUES:
             _fail(path, f"{T} trees x {2**D} leaves x {K} outputs is too large to load")
         arrays = {field: read_array(archive, field, _DTYPES[field], shape, path)
                   for field, shape in _expected_shapes(T, D, K).items()}
@@ -199,6 +212,15 @@ def load(path, link: Link | None = None) -> Booster:
     for field in ("leaf_value", "base_score", "split_gain"):
         if not np.isfinite(arrays[field]).all():
             _fail(path, f"{field} must be finite")
+    # Finite leaves can still add up to an infinite margin. A float32 sum whose absolute
+    # terms add up to less than half the float32 maximum cannot overflow.
+    leaves = arrays["leaf_value"]
+    largest_leaf = np.maximum(leaves.max(axis=1, initial=0), -leaves.min(axis=1, initial=0))
+    largest = (np.abs(arrays["base_score"]).astype(np.float64)
+               + largest_leaf.astype(np.float64).sum(axis=0))
+    if not (largest <= np.finfo(np.float32).max / 2).all():
+        _fail(path, "leaf values add up to margins beyond the float32 range")
+    best_round, history = _read_training_record(header, T, path)
     objective = by_name(name)
     if objective is None:
         objective = Objective(name=name, loss=None)
@@ -209,4 +231,26 @@ def load(path, link: Link | None = None) -> Booster:
                       "predict returns raw margins unless you pass load(path, link=...).",
                       stacklevel=2)
     return Booster(**{k: jnp.asarray(v) for k, v in arrays.items()}, objective=objective,
-                   n_features=F, vector_output=vector_output)
+                   n_features=F, vector_output=vector_output, best_round=best_round,
+                   history=history)
+
+
+def _read_training_record(header: dict, n_trees: int, path):
+    """The optional best_round and validation history of a header (None when absent)."""
+    best = header.get("best_round")
+    if best is not None:
+        best = jnp.asarray(header_int(header, "best_round", 0, max(n_trees - 1, 0), path),
+                           jnp.int32)
+    history = header.get("history")
+    if history is None:
+        return best, None
+    if not isinstance(history, dict) or len(history) > 1000:
+        _fail(path, "history must be an object of at most 1000 score lists")
+    record = {}
+    for key, values in history.items():
+        if not isinstance(values, list) or len(values) > n_trees or not all(
+                v is None or (isinstance(v, (int, float)) and not isinstance(v, bool))
+                for v in values):
+            _fail(path, f"history[{key!r}] must be a list of at most {n_trees} numbers")
+        record[key] = jnp.asarray([np.nan if v is None else v for v in values], jnp.float32)
+    return best, record

@@ -30,6 +30,10 @@ class Booster:
       objective: the Objective the model was trained with (static).
       n_features: F (static).
       vector_output: whether margins have shape (N, K) rather than (N,) (static).
+      best_round: i32[], the round of the best validation score when the fit had an
+        eval_set and early stopping, else None. ``predict`` uses trees 0..best_round
+        unless told otherwise.
+      history: {"<set>:<metric>": f32[T]}: validation scores after each round, or None.
     """
 
     feature: jax.Array
@@ -41,6 +45,8 @@ class Booster:
     objective: Objective = dataclasses.field(metadata=dict(static=True))
     n_features: int = dataclasses.field(metadata=dict(static=True))
     vector_output: bool = dataclasses.field(default=False, metadata=dict(static=True))
+    best_round: jax.Array | None = None
+    history: dict[str, jax.Array] | None = None
 
     @property
     def n_trees(self) -> int:
@@ -71,10 +77,20 @@ class Booster:
 
         Args:
           X: array of shape (N, F); NaN is a missing value.
-          n_trees: use only the first n_trees trees (default: all).
+          n_trees: use only the first n_trees trees (default: all of them, or those up
+            to ``best_round`` when early stopping chose one; pass ``self.n_trees`` to
+            use every tree then).
         """
         X = self._check_X(X)
-        model = self if n_trees is None else self.first_trees(n_trees)
+        if n_trees is not None:
+            model = self.first_trees(n_trees)
+        elif self.best_round is not None:
+            # Masked rather than sliced, so that a traced best_round (vmapped models) works.
+            kept = jnp.arange(self.n_trees) <= self.best_round[..., None]
+            model = dataclasses.replace(
+                self, leaf_value=jnp.where(kept[..., None, None], self.leaf_value, 0.0))
+        else:
+            model = self
         raw = _predict_raw(model, X)
         return raw if self.vector_output else raw[:, 0]
 
@@ -91,7 +107,10 @@ class Booster:
                              "this model has.")
         cut = {name: getattr(self, name)[..., :n_trees, :]
                for name in ("feature", "threshold", "default_left", "split_gain")}
-        return dataclasses.replace(self, leaf_value=self.leaf_value[..., :n_trees, :, :], **cut)
+        history = (None if self.history is None
+                   else {name: values[..., :n_trees] for name, values in self.history.items()})
+        return dataclasses.replace(self, leaf_value=self.leaf_value[..., :n_trees, :, :],
+                                   best_round=None, history=history, **cut)
 
     def staged_predict_raw(self, X) -> jax.Array:
         """f32[T, N] (or f32[T, N, K]): margins after each round, for learning curves."""

@@ -1,11 +1,25 @@
+"""Objectives: every built-in through shared checks, g/h against closed forms and finite
+differences in float64, the zero-Hessian policy, user-written twins, curvature options,
+structured labels and input errors. See docs/objectives.md."""
+
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from conftest import SMALL
+from conftest import N_FEATURES, SMALL, make_regression
 
 import jaxgbt
-from jaxgbt._derivatives import grad_hess, newton_constant
+from jaxgbt import objectives
+from jaxgbt._derivatives import (
+    grad_hess,
+    group_derivatives,
+    loss_values,
+    newton_constant,
+    row_derivatives,
+)
+from jaxgbt.leaves import quantile_leaves
 from jaxgbt.objectives import logistic, resolve, squared_error
 
 CLOSED_FORMS = {
@@ -81,3 +95,719 @@ def test_resolve_rejects_unknown_names_and_non_callables():
     with pytest.raises(TypeError, match="loss must be"):
         resolve(3.0)
     assert resolve(squared_error.loss).name == "custom:squared_error_loss"
+
+
+# =======================================================================================
+# Every built-in objective through the same checks.
+#
+# Each case: the objective's name, labels (and group=) made from the conftest features,
+# the expected inverse link (NumPy, margins -> predictions), and the loss's form.
+
+N_CLASSES = 3
+
+
+def _signal(X):
+    return np.sin(2 * X[:, 0]) + X[:, 1] * X[:, 2]
+
+
+def _query_sizes(n_rows, rng):
+    """Query sizes of 4..23 rows that add up to n_rows (ragged: groups are padded)."""
+    sizes = []
+    while sum(sizes) < n_rows:
+        sizes.append(int(rng.integers(4, 24)))
+    sizes[-1] -= sum(sizes) - n_rows
+    if sizes[-1] < 2:
+        sizes[-2] += sizes.pop()
+    return np.array(sizes)
+
+
+def _labels(kind, X, seed=0):
+    """(y, group) of a kind of data; y float32 as fit would store it."""
+    rng = np.random.default_rng(seed)
+    n = X.shape[0]
+    s = _signal(X)
+    noisy = s + 0.3 * rng.normal(size=n)
+    group = None
+    if kind == "regression":
+        y = noisy
+    elif kind == "binary":
+        y = (noisy > np.median(noisy)).astype(float)
+    elif kind == "classes":
+        y = np.digitize(noisy, np.quantile(noisy, [0.4, 0.75])).astype(float)
+    elif kind == "multi":
+        y = np.c_[noisy, X[:, 3] + 0.1 * rng.normal(size=n)]
+    elif kind == "counts":
+        y = rng.poisson(np.exp(0.5 * s)).astype(float)
+    elif kind == "positive":
+        y = np.exp(0.5 * s) * rng.gamma(2.0, 0.5, size=n)
+    elif kind == "tweedie":  # compound Poisson-gamma: exact zeros and positive amounts
+        y = rng.poisson(np.exp(0.3 * s)) * rng.gamma(2.0, 1.0, size=n)
+    elif kind == "interval":
+        time = np.exp(0.5 * s + 0.3 * rng.normal(size=n))
+        how = rng.integers(0, 3, size=n)  # 0 observed, 1 right-censored, 2 interval
+        lower = np.where(how == 1, time * rng.uniform(0.3, 1.0, size=n),
+                         np.where(how == 2, 0.7 * time, time))
+        upper = np.where(how == 1, np.inf, np.where(how == 2, 1.5 * time, time))
+        y = np.c_[lower, upper]
+    elif kind == "survival":  # rounded times: ties; 30% censored
+        time = np.round(np.exp(-0.5 * s + 0.5 * rng.normal(size=n)) * 4) / 4 + 0.25
+        y = np.c_[time, (rng.random(n) < 0.7).astype(float)]
+    elif kind == "relevance":
+        y = np.digitize(noisy, np.quantile(noisy, [0.5, 0.75, 0.9])).astype(float)
+        group = np.repeat(np.arange(len(sizes := _query_sizes(n, rng))), sizes)
+    else:
+        raise AssertionError(kind)
+    return y.astype(np.float32), group
+
+
+def _sigmoid(f):
+    return 1 / (1 + np.exp(-f))
+
+
+def _softmax(f):
+    e = np.exp(f - f.max(axis=1, keepdims=True))
+    return e / e.sum(axis=1, keepdims=True)
+
+
+IDENTITY, PROBABILITY, CLASSES, POSITIVE = "identity", "probability", "classes", "positive"
+
+# name -> (kind of labels, expected inverse link, what predict returns)
+BUILTINS = {
+    "squared_error": ("regression", lambda f: f, IDENTITY),
+    "absolute_error": ("regression", lambda f: f, IDENTITY),
+    "huber": ("regression", lambda f: f, IDENTITY),
+    "pseudo_huber": ("regression", lambda f: f, IDENTITY),
+    "quantile@0.9": ("regression", lambda f: f, IDENTITY),
+    "logistic": ("binary", _sigmoid, PROBABILITY),
+    "softmax": ("classes", _softmax, CLASSES),
+    "multi_squared_error": ("multi", lambda f: f, IDENTITY),
+    "poisson": ("counts", np.exp, POSITIVE),
+    "gamma": ("positive", np.exp, POSITIVE),
+    "tweedie@1.5": ("tweedie", np.exp, POSITIVE),
+    "exponential": ("binary", lambda f: _sigmoid(2 * f), PROBABILITY),
+    "focal": ("binary", _sigmoid, PROBABILITY),
+    "aft_normal": ("interval", np.exp, POSITIVE),
+    "aft_logistic": ("interval", np.exp, POSITIVE),
+    "cox": ("survival", np.exp, POSITIVE),
+    "pairwise_logistic": ("relevance", lambda f: f, IDENTITY),
+    "lambdarank_ndcg": ("relevance", lambda f: f, IDENTITY),
+    "listwise_softmax": ("relevance", lambda f: f, IDENTITY),
+}
+
+
+@functools.cache
+def _builtin_fit(name):
+    """(objective, X, y, group, model): each built-in is fitted once per test session
+    (the twin tests below reuse these fits and their compiled programs)."""
+    X, _ = make_regression()
+    y, group = _labels(BUILTINS[name][0], X)
+    objective = resolve(name)
+    model = jaxgbt.fit(objective, X, y, group=group, **SMALL)
+    return objective, X, y, group, model
+
+
+def _padded_groups(group):
+    """(index i32[Q, M], mask bool[Q, M]) of contiguous query ids, padding -> row 0."""
+    starts = np.flatnonzero(np.r_[True, group[1:] != group[:-1]])
+    sizes = np.diff(np.r_[starts, group.size])
+    index = np.zeros((starts.size, sizes.max()), np.int32)
+    mask = np.zeros(index.shape, bool)
+    for q, (start, size) in enumerate(zip(starts, sizes, strict=True)):
+        index[q, :size] = np.arange(start, start + size)
+        mask[q, :size] = True
+    return index, mask
+
+
+def _total_loss(objective, y, group, raw):
+    """The objective's loss summed over the training set at margins raw f32[N, K]."""
+    raw = jnp.asarray(raw, jnp.float32)
+    y = jnp.asarray(y)
+    if objective.kind == "dataset":
+        return float(objective.loss(y, raw[:, 0], jnp.ones(y.shape[0], bool)))
+    if objective.kind == "group":
+        index, mask = _padded_groups(group)
+        per_group = jax.vmap(objective.loss)(y[index], raw[:, 0][index], jnp.asarray(mask))
+        return float(jnp.sum(per_group))
+    vector_output = objective.n_outputs is not None
+    return float(jnp.sum(loss_values(objective.loss, vector_output)(y, raw)))
+
+
+@pytest.mark.parametrize("name", list(BUILTINS))
+def test_builtin_fits_predicts_through_its_link_and_lowers_its_loss(name):
+    objective, X, y, group, model = _builtin_fit(name)
+    _, link, returns = BUILTINS[name]
+    n_rows = X.shape[0]
+    raw = np.asarray(model.predict_raw(X))
+    prediction = np.asarray(model.predict(X))
+    n_outputs = {"softmax": N_CLASSES, "multi_squared_error": 2}.get(name)
+    expected_shape = (n_rows,) if n_outputs is None else (n_rows, n_outputs)
+    assert raw.shape == prediction.shape == expected_shape
+    assert prediction.dtype == np.float32
+    assert np.isfinite(prediction).all() and np.isfinite(model.base_score).all()
+    np.testing.assert_allclose(prediction, link(raw.astype(np.float64)), rtol=2e-6, atol=1e-7)
+    if returns == PROBABILITY:
+        assert ((prediction >= 0) & (prediction <= 1)).all()
+    elif returns == CLASSES:
+        assert ((prediction >= 0) & (prediction <= 1)).all()
+        np.testing.assert_allclose(prediction.sum(axis=1), 1.0, rtol=1e-5)
+    elif returns == POSITIVE:
+        assert (prediction > 0).all()
+    else:
+        np.testing.assert_array_equal(prediction, raw)
+    # The trees lower the training loss below that of the constant start.
+    start = np.broadcast_to(np.asarray(model.base_score), (n_rows, model.n_outputs))
+    trained = raw.reshape(n_rows, -1)
+    assert _total_loss(objective, y, group, trained) < 0.99 * _total_loss(objective, y, group,
+                                                                          start)
+
+
+def test_every_builtin_is_in_the_shared_list():
+    covered = {resolve(name).name.partition("@")[0] for name in BUILTINS}
+    families = {"huber", "pseudo_huber", "quantile", "tweedie", "focal", "aft_normal",
+                "aft_logistic"}
+    assert set(objectives.BUILTIN) | families <= covered
+
+
+# =======================================================================================
+# g and h against closed forms, in float64.
+
+
+def _row_g_h(objective, y, f, curvature="exact"):
+    vector_output = f.ndim == 2 and objective.n_outputs is not None
+    fn = jax.jit(row_derivatives(objective.loss, vector_output, curvature, objective.fisher))
+    raw = f if vector_output else f[:, None]
+    g, h, h_full = fn(jnp.asarray(y), jnp.asarray(raw))
+    squeeze = (lambda a: np.asarray(a)) if vector_output else (lambda a: np.asarray(a)[:, 0])
+    return squeeze(g), squeeze(h), None if h_full is None else np.asarray(h_full)
+
+
+def _closed_form_cases(rng, n=64):
+    f = rng.normal(scale=2, size=n)
+    binary = (rng.random(n) < 0.4).astype(float)
+    regression = f + rng.normal(scale=2, size=n)
+    counts = rng.poisson(3, size=n).astype(float)
+    positive = rng.gamma(2.0, 1.0, size=n)
+    amounts = rng.poisson(1, size=n) * rng.gamma(2.0, 1.0, size=n)
+    power = 1.5
+    delta = 1.3
+    r = (regression - f) / delta
+    sign = 2 * binary - 1
+    return {
+        "squared_error": (objectives.squared_error, regression, f, f - regression,
+                          np.ones(n)),
+        "logistic": (objectives.logistic, binary, f, _sigmoid(f) - binary,
+                     _sigmoid(f) * (1 - _sigmoid(f))),
+        "logistic_probability_label": (objectives.logistic, rng.random(n), f, None, None),
+        "poisson": (objectives.poisson, counts, f, np.exp(f) - counts, np.exp(f)),
+        "gamma": (objectives.gamma, positive, f, 1 - positive * np.exp(-f),
+                  positive * np.exp(-f)),
+        "tweedie": (objectives.tweedie(power), amounts, f,
+                    -amounts * np.exp((1 - power) * f) + np.exp((2 - power) * f),
+                    -(1 - power) * amounts * np.exp((1 - power) * f)
+                    + (2 - power) * np.exp((2 - power) * f)),
+        "exponential": (objectives.exponential, binary, f, -sign * np.exp(-sign * f),
+                        np.exp(-sign * f)),
+        "huber": (objectives.huber(delta), regression, f,
+                  np.where(np.abs(r) <= 1, f - regression,
+                           delta * np.sign(f - regression)),
+                  np.where(np.abs(r) <= 1, 1.0, 0.0)),
+        "pseudo_huber": (objectives.pseudo_huber(delta), regression, f,
+                         (f - regression) / np.sqrt(1 + r * r), (1 + r * r) ** -1.5),
+        "absolute_error": (objectives.absolute_error, regression, f,
+                           np.sign(f - regression), np.zeros(n)),
+        "quantile@0.9": (objectives.quantile(0.9), regression, f,
+                         np.where(regression > f, -0.9, 0.1), np.zeros(n)),
+    }
+
+
+CLOSED_FORM_NAMES = sorted(_closed_form_cases(np.random.default_rng(0)))
+
+
+@pytest.mark.parametrize("name", CLOSED_FORM_NAMES)
+def test_row_g_h_equal_closed_forms_in_float64(name):
+    rng = np.random.default_rng(3)
+    with jax.enable_x64(True):
+        objective, y, f, g_exact, h_exact = _closed_form_cases(rng)[name]
+        g, h, _ = _row_g_h(objective, y, f)
+    assert g.dtype == h.dtype == np.float64
+    if g_exact is None:  # a probability label: the same formulas as 0/1 labels
+        g_exact, h_exact = _sigmoid(f) - y, _sigmoid(f) * (1 - _sigmoid(f))
+    np.testing.assert_allclose(g, g_exact, rtol=1e-6, atol=1e-12)
+    np.testing.assert_allclose(h, h_exact, rtol=1e-6, atol=1e-12)
+
+
+def test_huber_cases_cover_both_sides_of_delta():
+    # The closed-form test above is only meaningful if both branches are exercised.
+    _, y, f, _, h = _closed_form_cases(np.random.default_rng(3))["huber"]
+    assert 5 < int(h.sum()) < len(h) - 5
+
+
+def test_vector_output_g_h_equal_closed_forms_in_float64():
+    rng = np.random.default_rng(4)
+    n = 48
+    with jax.enable_x64(True):
+        f = rng.normal(scale=2, size=(n, N_CLASSES))
+        y = rng.integers(0, N_CLASSES, size=n).astype(float)
+        g, h, h_full = _row_g_h(objectives.softmax, y, f, curvature="full")
+        targets = rng.normal(size=(n, 2))
+        f2 = rng.normal(size=(n, 2))
+        g2, h2, _ = _row_g_h(objectives.multi_squared_error, targets, f2)
+    p = _softmax(f)
+    onehot = np.eye(N_CLASSES)[y.astype(int)]
+    np.testing.assert_allclose(g, p - onehot, rtol=1e-6, atol=1e-12)
+    np.testing.assert_allclose(h, p * (1 - p), rtol=1e-6, atol=1e-12)
+    full = p[:, :, None] * np.eye(N_CLASSES)[None] - p[:, :, None] * p[:, None, :]
+    np.testing.assert_allclose(h_full, full, rtol=1e-6, atol=1e-12)
+    np.testing.assert_allclose(g2, f2 - targets, rtol=1e-6, atol=1e-12)
+    np.testing.assert_allclose(h2, np.ones((n, 2)))
+
+
+def test_fisher_curvatures_equal_their_closed_forms_in_float64():
+    rng = np.random.default_rng(5)
+    n, power = 64, 1.3
+    with jax.enable_x64(True):
+        f = rng.normal(scale=2, size=n)
+        _, h_gamma, _ = _row_g_h(objectives.gamma, rng.gamma(2.0, size=n), f, "fisher")
+        _, h_tweedie, _ = _row_g_h(objectives.tweedie(power), rng.gamma(1.0, size=n), f,
+                                   "fisher")
+        _, h_poisson, _ = _row_g_h(objectives.poisson, rng.poisson(2, size=n) * 1.0, f,
+                                   "fisher")
+    np.testing.assert_allclose(h_gamma, np.ones(n))
+    np.testing.assert_allclose(h_tweedie, np.exp((2 - power) * f), rtol=1e-6)
+    np.testing.assert_allclose(h_poisson, np.exp(f), rtol=1e-6)
+
+
+def _central_differences(loss, f, eps_g=1e-6, eps_h=1e-4):
+    """(g, h) of a scalar function of one margin, by central differences (float64)."""
+    g = (loss(f + eps_g) - loss(f - eps_g)) / (2 * eps_g)
+    h = (loss(f + eps_h) - 2 * loss(f) + loss(f - eps_h)) / eps_h**2
+    return g, h
+
+
+@pytest.mark.parametrize("name", ["aft_normal", "aft_logistic@0.7", "focal@2",
+                                  "pseudo_huber@0.5"])
+def test_row_g_h_equal_finite_differences_in_float64(name):
+    objective = resolve(name)
+    rng = np.random.default_rng(6)
+    n = 60
+    with jax.enable_x64(True):
+        f = rng.normal(size=n)
+        if name.startswith("aft"):
+            time = np.exp(rng.normal(size=n))
+            how = np.arange(n) % 3  # observed, right-censored, interval-censored
+            y = np.c_[np.where(how == 2, 0.6 * time, time),
+                      np.where(how == 0, time, np.where(how == 1, np.inf, 1.8 * time))]
+        elif name.startswith("focal"):
+            y = (rng.random(n) < 0.5).astype(float)
+        else:
+            y = f + rng.normal(size=n)
+        g, h, _ = _row_g_h(objective, y, f)
+        row_loss = jax.jit(jax.vmap(objective.loss))
+        g_fd, h_fd = _central_differences(lambda v: np.asarray(row_loss(jnp.asarray(y), v)), f)
+    np.testing.assert_allclose(g, g_fd, rtol=1e-6, atol=1e-8)
+    np.testing.assert_allclose(h, h_fd, rtol=1e-4, atol=1e-6)
+    assert np.isfinite(g).all() and np.isfinite(h).all()
+
+
+def _survival_data(rng, n):
+    time = rng.integers(1, 8, size=n).astype(float)  # few distinct times: many ties
+    event = (rng.random(n) < 0.6).astype(float)
+    return np.c_[time, event], rng.normal(size=n)
+
+
+def test_cox_curvature_is_the_exact_hessian_diagonal_in_float64():
+    rng = np.random.default_rng(7)
+    n = 40
+    with jax.enable_x64(True):
+        y, f = _survival_data(rng, n)
+        y, f, mask = jnp.asarray(y), jnp.asarray(f), jnp.ones(n, bool)
+        closed = np.asarray(objectives._cox_curvature(y, f, mask))
+        full = jax.hessian(objectives.cox_loss, argnums=1)(y, f, mask)
+        np.testing.assert_allclose(closed, np.diagonal(full), rtol=1e-6, atol=1e-12)
+        g = np.asarray(jax.grad(objectives.cox_loss, argnums=1)(y, f, mask))
+        eps = 1e-6
+        g_fd = np.array([(objectives.cox_loss(y, f.at[k].add(eps), mask)
+                          - objectives.cox_loss(y, f.at[k].add(-eps), mask)) / (2 * eps)
+                         for k in range(n)])
+        np.testing.assert_allclose(g, g_fd, rtol=1e-6, atol=1e-8)
+        # The path fit takes: one "group" holding every row, curvature "fisher".
+        fn = group_derivatives(objectives.cox.loss, objectives.cox.curvature,
+                               objectives.cox.fisher)
+        derivatives = fn(y, f[:, None], jnp.arange(n)[None], mask[None])
+    np.testing.assert_allclose(derivatives.g[:, 0], g, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(derivatives.h[:, 0], closed, rtol=1e-12, atol=1e-12)
+    assert (closed > 0).all()
+
+
+def test_cox_masked_rows_are_dropped():
+    rng = np.random.default_rng(8)
+    n = 30
+    with jax.enable_x64(True):
+        y, f = _survival_data(rng, n)
+        mask = rng.random(n) < 0.7
+        kept = jnp.ones(int(mask.sum()), bool)
+        whole = objectives.cox_loss(jnp.asarray(y), jnp.asarray(f), jnp.asarray(mask))
+        dropped = objectives.cox_loss(jnp.asarray(y[mask]), jnp.asarray(f[mask]), kept)
+        h = np.asarray(objectives._cox_curvature(jnp.asarray(y), jnp.asarray(f),
+                                                 jnp.asarray(mask)))
+        h_dropped = objectives._cox_curvature(jnp.asarray(y[mask]), jnp.asarray(f[mask]), kept)
+    np.testing.assert_allclose(whole, dropped, rtol=1e-12)
+    np.testing.assert_allclose(h[mask], h_dropped, rtol=1e-12)
+    np.testing.assert_array_equal(h[~mask], 0.0)
+
+
+# Ranking: three queries of 5, 3 and 7 rows padded to 7; padding entries point at an
+# extra row 15 that belongs to no query, so its g and h must stay exactly 0.
+QUERY_SIZES = (5, 3, 7)
+
+
+def _ranking_layout(rng):
+    n_real = sum(QUERY_SIZES)
+    orphan = n_real
+    width = max(QUERY_SIZES)
+    index = np.full((len(QUERY_SIZES), width), orphan, np.int32)
+    mask = np.zeros(index.shape, bool)
+    start = 0
+    for q, size in enumerate(QUERY_SIZES):
+        index[q, :size] = np.arange(start, start + size)
+        mask[q, :size] = True
+        start += size
+    y = rng.integers(0, 4, size=n_real + 1).astype(float)
+    f = rng.normal(size=n_real + 1)
+    return y, f, index, mask
+
+
+@pytest.mark.parametrize("name", ["pairwise_logistic", "lambdarank_ndcg", "listwise_softmax"])
+def test_group_g_h_equal_finite_differences_and_padding_stays_zero(name):
+    objective = resolve(name)
+    rng = np.random.default_rng(9)
+    with jax.enable_x64(True):
+        y, f, index, mask = _ranking_layout(rng)
+        fn = jax.jit(group_derivatives(objective.loss, objective.curvature))
+        g, h, _ = fn(jnp.asarray(y), jnp.asarray(f)[:, None], jnp.asarray(index),
+                     jnp.asarray(mask))
+        g, h = np.asarray(g)[:, 0], np.asarray(h)[:, 0]
+        query_loss = jax.jit(objective.loss)
+        start = 0
+        for size in QUERY_SIZES:  # each query alone, unpadded
+            rows = slice(start, start + size)
+            y_q, f_q, all_rows = jnp.asarray(y[rows]), f[rows], jnp.ones(size, bool)
+            for k in range(size):
+                def loss_at(v, k=k, f_q=f_q, y_q=y_q, all_rows=all_rows):
+                    return float(query_loss(y_q, jnp.asarray(f_q).at[k].set(v), all_rows))
+                g_fd, h_fd = _central_differences(np.vectorize(loss_at), f_q[k])
+                np.testing.assert_allclose(g[start + k], g_fd, rtol=1e-6, atol=1e-8)
+                np.testing.assert_allclose(h[start + k], h_fd, rtol=1e-4, atol=1e-6)
+            start += size
+    assert g[-1] == 0.0 and h[-1] == 0.0
+
+
+def _lambdarank_lambdas(y, s):
+    """LambdaRank gradient and curvature of one query by a plain loop (Burges 2010):
+    for each pair with y_i > y_j, rho = sigmoid(-(s_i - s_j)) and the weight
+    |delta NDCG_ij| of swapping i and j in the ranking by s; g_i -= |dNDCG| rho,
+    g_j += |dNDCG| rho, and both h get |dNDCG| rho (1 - rho)."""
+    n = len(y)
+    gain = 2.0**y - 1
+    rank = np.empty(n, int)
+    rank[np.argsort(-s, kind="stable")] = np.arange(n)
+    discount = 1 / np.log2(rank + 2.0)
+    max_dcg = np.sum(np.sort(gain)[::-1] / np.log2(np.arange(n) + 2.0))
+    g, h = np.zeros(n), np.zeros(n)
+    for i in range(n):
+        for j in range(n):
+            if y[i] > y[j]:
+                weight = abs((gain[i] - gain[j]) * (discount[i] - discount[j])) / max_dcg
+                rho = 1 / (1 + np.exp(s[i] - s[j]))
+                g[i] -= weight * rho
+                g[j] += weight * rho
+                h[i] += weight * rho * (1 - rho)
+                h[j] += weight * rho * (1 - rho)
+    return g, h
+
+
+def test_lambdarank_gradient_is_the_lambdarank_lambdas():
+    rng = np.random.default_rng(10)
+    with jax.enable_x64(True):
+        y, f, index, mask = _ranking_layout(rng)
+        fn = jax.jit(group_derivatives(objectives.lambdarank_ndcg.loss))
+        g, h, _ = fn(jnp.asarray(y), jnp.asarray(f)[:, None], jnp.asarray(index),
+                     jnp.asarray(mask))
+    start = 0
+    for size in QUERY_SIZES:
+        rows = slice(start, start + size)
+        g_loop, h_loop = _lambdarank_lambdas(y[rows], f[rows])
+        np.testing.assert_allclose(np.asarray(g)[rows, 0], g_loop, rtol=1e-10, atol=1e-14)
+        np.testing.assert_allclose(np.asarray(h)[rows, 0], h_loop, rtol=1e-10, atol=1e-14)
+        start += size
+
+
+# =======================================================================================
+# Zero Hessians: unit curvature for the structure, leaves refreshed to quantiles.
+
+
+def _weighted_quantile_reference(values, weights, alpha):
+    """The smallest value v with (weight of values <= v) >= alpha * total weight."""
+    keep = weights > 0
+    values, weights = values[keep].astype(np.float64), weights[keep].astype(np.float64)
+    order = np.argsort(values, kind="stable")
+    cumulative = np.cumsum(weights[order])
+    return values[order][np.searchsorted(cumulative, alpha * cumulative[-1])]
+
+
+@pytest.mark.parametrize("alpha", [0.1, 0.5, 0.9])
+def test_quantile_leaves_equal_a_numpy_weighted_quantile_per_leaf(alpha):
+    rng = np.random.default_rng(11)
+    n, n_leaves = 300, 8
+    residual = np.round(rng.normal(size=n), 2).astype(np.float32)  # rounded: ties
+    weight = rng.uniform(0.1, 3.0, size=n).astype(np.float32)
+    weight[rng.random(n) < 0.1] = 0.0
+    leaf = rng.integers(0, n_leaves - 2, size=n).astype(np.int32)  # leaf 7 stays empty
+    leaf[:5] = n_leaves - 2  # leaf 6: rows of weight 0 only
+    weight[:5] = 0.0
+    values = np.asarray(jax.jit(quantile_leaves, static_argnums=(3, 4))(
+        jnp.asarray(residual), jnp.asarray(weight), jnp.asarray(leaf), n_leaves, alpha))
+    expected = [_weighted_quantile_reference(residual[leaf == l], weight[leaf == l], alpha)
+                for l in range(n_leaves - 2)]
+    np.testing.assert_array_equal(values[: n_leaves - 2], np.float32(expected))
+    np.testing.assert_array_equal(values[n_leaves - 2:], 0.0)
+
+
+def test_quantile_fit_covers_its_level_on_held_out_heteroscedastic_data():
+    rng = np.random.default_rng(12)
+    n = 4000
+    X = rng.normal(size=(n, N_FEATURES)).astype(np.float32)
+    scale = 0.2 + np.abs(X[:, 1])
+    y = (X[:, 0] + scale * rng.normal(size=n)).astype(np.float32)
+    train, test = slice(0, n // 2), slice(n // 2, n)
+    model = jaxgbt.fit("quantile@0.9", X[train], y[train], n_trees=60, depth=3, n_bins=16,
+                       learning_rate=0.2)
+    covered = np.asarray(model.predict(X[test])) >= y[test]
+    assert 0.85 <= covered.mean() <= 0.95, covered.mean()
+    # Conditional coverage: a constant 90% quantile would cover the noisy half far less.
+    noisy = scale[test] > np.median(scale[test])
+    assert 0.82 <= covered[noisy].mean() <= 0.97, covered[noisy].mean()
+    assert 0.82 <= covered[~noisy].mean() <= 0.97, covered[~noisy].mean()
+    # The first tree's leaves are the learning rate times the 0.9-quantile of its
+    # leaf's residuals at the start: the refresh, not the Newton step, set them.
+    residual = y[train] - np.asarray(model.base_score)[0]
+    leaf = np.asarray(model.leaf_index(X[train]))[:, 0]
+    for l in np.unique(leaf):
+        expected = _weighted_quantile_reference(residual[leaf == l], np.ones((leaf == l).sum()),
+                                                0.9)
+        np.testing.assert_allclose(model.leaf_value[0, l, 0], 0.2 * expected, rtol=1e-5,
+                                   atol=1e-6)
+
+
+def test_zero_hessian_builtins_default_to_unit_curvature_with_refresh():
+    assert objectives.absolute_error.curvature == "constant"
+    assert objectives.absolute_error.leaf_quantile == 0.5
+    assert resolve("quantile@0.9").curvature == "constant"
+    assert resolve("quantile@0.9").leaf_quantile == 0.9
+    assert resolve("huber@2").curvature == "constant"
+    assert resolve("huber@2").leaf_quantile is None
+    assert objectives.cox.curvature == "fisher"
+
+
+# =======================================================================================
+# Each built-in equals the same loss written by a user.
+
+
+def _assert_same_model(custom, builtin, atol=1e-5):
+    np.testing.assert_array_equal(custom.feature, builtin.feature)
+    np.testing.assert_array_equal(custom.threshold, builtin.threshold)
+    np.testing.assert_allclose(custom.leaf_value, builtin.leaf_value, rtol=1e-4, atol=atol)
+    np.testing.assert_allclose(custom.base_score, builtin.base_score)
+
+
+def my_poisson(y, f):
+    return jnp.exp(f) - y * f
+
+
+def my_softmax(y, f):
+    log_p = f - jnp.log(jnp.sum(jnp.exp(f)))
+    return -jnp.sum(jax.nn.one_hot(y, f.shape[0]) * log_p)
+
+
+def my_logistic_loss(y, f):
+    p = jax.nn.sigmoid(f)
+    return -(y * jnp.log(p) + (1 - y) * jnp.log1p(-p))
+
+
+def my_lambdarank(y, f, mask):
+    """LambdaRank-NDCG written from the paper: ranks by counting, ties by position."""
+    position = jnp.arange(f.shape[0])
+    score = jax.lax.stop_gradient(jnp.where(mask, f, -jnp.inf))
+    above = (score[None, :] > score[:, None]) | ((score[None, :] == score[:, None])
+                                                 & (position[None, :] < position[:, None]))
+    discount = 1.0 / jnp.log2(jnp.sum(above, axis=1) + 2.0)
+    gain = jnp.where(mask, 2.0**y - 1.0, 0.0)
+    ideal_dcg = jnp.sum(-jnp.sort(-gain) / jnp.log2(position + 2.0))
+    weight = jnp.abs(jnp.subtract.outer(gain, gain) * jnp.subtract.outer(discount, discount))
+    pair = mask[:, None] & mask[None, :] & (y[:, None] > y[None, :])
+    logistic = jax.nn.softplus(-(f[:, None] - f[None, :]))
+    return jnp.sum(jnp.where(pair, weight * logistic, 0.0)) / ideal_dcg
+
+
+@pytest.mark.parametrize("name, custom_loss", [("logistic", my_logistic_loss),
+                                               ("poisson", my_poisson),
+                                               ("softmax", my_softmax),
+                                               ("lambdarank_ndcg", my_lambdarank)])
+def test_builtin_equals_its_user_written_twin(name, custom_loss):
+    objective, X, y, group, builtin = _builtin_fit(name)
+    n_outputs = N_CLASSES if name == "softmax" else None
+    custom = jaxgbt.fit(custom_loss, X, y, group=group, n_outputs=n_outputs,
+                        hessian=objective.curvature, base_score=builtin.base_score, **SMALL)
+    assert custom.objective.name == f"custom:{custom_loss.__name__}"
+    _assert_same_model(custom, builtin)
+
+
+def test_structured_labels_exposure_offsets_the_margin():
+    """Counts over exposures: loss(y, f) with y = {"count", "exposure"} and rate e^f.
+    With exposure 1 it is Poisson; with exposure 2 the same counts mean half the rate:
+    the same trees on a margin lower by log 2."""
+    X, _ = make_regression()
+    counts = _labels("counts", X)[0]
+
+    def poisson_with_exposure(y, f):
+        mean = y["exposure"] * jnp.exp(f)
+        return mean - y["count"] * jnp.log(mean)
+
+    ones = np.ones_like(counts)
+    once = jaxgbt.fit(poisson_with_exposure, X, {"count": counts, "exposure": ones}, **SMALL)
+    twice = jaxgbt.fit(poisson_with_exposure, X, {"count": counts, "exposure": 2 * ones},
+                       **SMALL)
+    builtin = jaxgbt.fit("poisson", X, counts, **SMALL)  # log-mean start, the same model
+    np.testing.assert_allclose(once.base_score, builtin.base_score, rtol=1e-5)
+    np.testing.assert_array_equal(once.feature, builtin.feature)
+    np.testing.assert_allclose(once.leaf_value, builtin.leaf_value, atol=1e-5)
+    np.testing.assert_allclose(twice.base_score, once.base_score - np.log(2), atol=1e-5)
+    np.testing.assert_array_equal(twice.feature, once.feature)
+    np.testing.assert_allclose(twice.leaf_value, once.leaf_value, atol=1e-5)
+    rate_once = np.exp(np.asarray(once.predict_raw(X)))
+    rate_twice = np.exp(np.asarray(twice.predict_raw(X)))
+    np.testing.assert_allclose(rate_twice, rate_once / 2, rtol=1e-4)
+
+
+# =======================================================================================
+# Curvature options.
+
+
+def test_constant_curvature_leaves_are_minus_gradient_sum_over_count_plus_l2(binary_data):
+    X, y = binary_data
+    l2 = 3.0
+    model = jaxgbt.fit("logistic", X, y, hessian="constant", n_trees=1, depth=1, n_bins=16,
+                       learning_rate=1.0, l2=l2)
+    g = _sigmoid(np.float64(model.base_score[0])) - y
+    leaf = np.asarray(model.leaf_index(X))[:, 0]
+    assert model.split_gain[0, 0] > 0 and 0 < leaf.mean() < 1  # a real split
+    for l in (0, 1):
+        expected = -g[leaf == l].sum() / ((leaf == l).sum() + l2)
+        np.testing.assert_allclose(model.leaf_value[0, l, 0], expected, rtol=1e-5)
+
+
+def test_full_softmax_hessian_sets_newton_leaves_and_lowers_the_loss():
+    objective, X, y, _, diagonal = _builtin_fit("softmax")
+    full = jaxgbt.fit("softmax", X, y, hessian="full", **SMALL)
+    np.testing.assert_allclose(full.base_score, diagonal.base_score)
+    assert not np.allclose(full.leaf_value, diagonal.leaf_value, atol=1e-3)
+    start = np.broadcast_to(np.asarray(full.base_score), (len(y), N_CLASSES))
+    assert (_total_loss(objective, y, None, full.predict_raw(X))
+            < 0.99 * _total_loss(objective, y, None, start))
+    # The first tree's leaves: -(sum of the K x K Hessians + l2 I)^-1 (sum of g).
+    p = _softmax(np.broadcast_to(np.float64(full.base_score), (len(y), N_CLASSES)))
+    g = p - np.eye(N_CLASSES)[y.astype(int)]
+    H = p[:, :, None] * np.eye(N_CLASSES) - p[:, :, None] * p[:, None, :]
+    leaf = np.asarray(full.leaf_index(X))[:, 0]
+    for l in np.unique(leaf):
+        rows = leaf == l
+        expected = -np.linalg.solve(H[rows].sum(0) + 1.0 * np.eye(N_CLASSES), g[rows].sum(0))
+        np.testing.assert_allclose(full.leaf_value[0, l], 0.1 * expected, rtol=1e-3,
+                                   atol=1e-6)
+
+
+def test_hessian_option_errors(regression_data):
+    X, y = regression_data
+    with pytest.raises(ValueError, match="hessian='fisher' needs the objective's expected"):
+        jaxgbt.fit(my_poisson, X, np.abs(y), hessian="fisher", **SMALL)
+    with pytest.raises(ValueError, match="hessian='full' is for vector-output losses"):
+        jaxgbt.fit("squared_error", X, y, hessian="full", **SMALL)
+    with pytest.raises(ValueError, match="hessian='newton': use one of exact, full"):
+        jaxgbt.fit("squared_error", X, y, hessian="newton", **SMALL)
+    with pytest.raises(ValueError, match="hessian_floor=-1"):
+        jaxgbt.fit("squared_error", X, y, hessian_floor=-1.0, **SMALL)
+
+
+def tiny_curvature(y, f):
+    return 1e-3 * 0.5 * (f - y) ** 2  # g = 1e-3 (f - y), h = 1e-3
+
+
+def test_hessian_floor_raises_small_curvature(regression_data):
+    X, y = regression_data
+    settings = dict(SMALL, l2=0.0, min_child_weight=0.0, base_score=0.0)
+    free = jaxgbt.fit(tiny_curvature, X, y, **settings)
+    floored = jaxgbt.fit(tiny_curvature, X, y, hessian_floor=1.0, **settings)
+    # Gains scale by the same factor, so the first tree has the same splits; its leaves
+    # are -G / H with H floored from 1e-3 to 1 per row: 1000 times smaller.
+    np.testing.assert_array_equal(floored.feature[0], free.feature[0])
+    np.testing.assert_allclose(floored.leaf_value[0], 1e-3 * free.leaf_value[0], rtol=1e-3,
+                               atol=1e-9)
+    assert np.abs(floored.leaf_value).sum() < 0.01 * np.abs(free.leaf_value).sum()
+
+
+# =======================================================================================
+# Input errors specific to objectives.
+
+
+def _ranking_data():
+    X, _ = make_regression()
+    y, group = _labels("relevance", X)
+    return X, y, group
+
+
+@pytest.mark.parametrize("loss, y_of, message", [
+    ("logistic", lambda y: np.where(y > 0, 2.0, 0.0), r"domain of loss 'logistic'.*\[0, 1\]"),
+    ("poisson", lambda y: y, "domain of loss 'poisson'.*non-negative counts"),
+    ("softmax", lambda y: np.abs(y), "domain of loss 'softmax'.*class indices"),
+    ("gamma", lambda y: np.abs(y) * (np.arange(len(y)) % 5 > 0), "positive values"),
+    ("aft", lambda y: np.c_[np.exp(y) + 1, np.exp(y)], "0 < lower <= upper"),
+    ("cox", lambda y: np.c_[np.exp(y), np.full(len(y), 2.0)], "event 0 or 1"),
+    ("multi_squared_error", lambda y: y, r"2-D label array \(N, K\)"),
+    ("softmax", lambda y: np.zeros_like(y), "at least 2 classes"),
+])
+def test_labels_outside_the_objective_domain_are_rejected(regression_data, loss, y_of,
+                                                          message):
+    X, y = regression_data
+    with pytest.raises(ValueError, match=message):
+        jaxgbt.fit(loss, X, y_of(y), **SMALL)
+
+
+def test_group_errors():
+    X, y, group = _ranking_data()
+    with pytest.raises(ValueError, match="ranks rows within queries: pass group="):
+        jaxgbt.fit("lambdarank_ndcg", X, y, **SMALL)
+    with pytest.raises(ValueError, match="group= is for ranking losses.*'squared_error'"):
+        jaxgbt.fit("squared_error", X, y, group=group, **SMALL)
+    with pytest.raises(ValueError, match="group= does not apply to loss 'cox'"):
+        jaxgbt.fit("cox", X, np.c_[np.exp(y) + 1, y > 1], group=group, **SMALL)
+    shuffled = np.r_[group[group % 2 == 0], group[group % 2 == 1]][::-1].copy()
+    shuffled[:3] = shuffled[-1]
+    with pytest.raises(ValueError, match="group ids are not contiguous"):
+        jaxgbt.fit("pairwise_logistic", X, y, group=shuffled, **SMALL)
+    with pytest.raises(ValueError, match=r"group must have shape \(256,\)"):
+        jaxgbt.fit("listwise_softmax", X, y, group=group[:-1], **SMALL)
+    with pytest.raises(ValueError, match="group must hold integer query ids"):
+        jaxgbt.fit("listwise_softmax", X, y, group=group + 0.5, **SMALL)
+    with pytest.raises(ValueError, match="n_outputs applies to per-row losses"):
+        jaxgbt.fit("lambdarank_ndcg", X, y, group=group, n_outputs=2, **SMALL)
+
+
+@pytest.mark.parametrize("name, message", [
+    ("quantile@1.5", r"loss='quantile@1.5': quantile alpha=1.5 must lie in \(0, 1\)"),
+    ("tweedie@2.5", r"tweedie power=2.5 must lie in \(1, 2\)"),
+    ("aft_weibull", "distribution='weibull': use 'normal' or 'logistic'"),
+    ("quantile@high", "loss='quantile@high'"),
+])
+def test_bad_objective_parameters_are_rejected(name, message):
+    with pytest.raises(ValueError, match=message):
+        resolve(name)

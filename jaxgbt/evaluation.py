@@ -1,0 +1,240 @@
+"""Validation sets, metrics per round, early stopping and callbacks.
+
+After each compiled chunk of rounds, the chunk's trees are applied to every validation
+set on device (the sets are binned once, with the training bin edges, so a tree is a
+few comparisons of bytes) and every metric is computed after every round, in one
+compiled scan. The host then reads one small array per chunk to decide whether to stop:
+early stopping costs a device round-trip per chunk, not per tree.
+"""
+
+import functools
+import logging
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxgbt import metrics as metrics_module
+from jaxgbt.tree import BinnedTree, goes_right
+
+log = logging.getLogger("jaxgbt")
+
+
+class EvalSet(NamedTuple):
+    """One validation set, binned with the training thresholds.
+
+    Attributes:
+      name: used in history keys ("<name>:<metric>").
+      bins: u8[F, Nv].
+      y: labels (array or dict of arrays).
+      weight: f32[Nv].
+      layout: a ``metrics.QueryLayout`` for ranking metrics, else None.
+    """
+
+    name: str
+    bins: jax.Array
+    y: Any
+    weight: jax.Array
+    layout: Any = None
+
+
+class EvalState(NamedTuple):
+    """What callbacks see after each chunk of rounds (host NumPy values).
+
+    Attributes:
+      rounds_done: rounds trained so far.
+      history: {"<set>:<metric>": f64[rounds_done]}.
+      best_round: the best round so far of the watched metric, or None.
+      watched: the history key early stopping watches, or None without eval sets.
+    """
+
+    rounds_done: int
+    history: dict[str, np.ndarray]
+    best_round: int | None
+    watched: str | None
+
+
+@functools.cache
+def loss_metric(loss: Callable, vector_output: bool) -> Callable:
+    """The training loss as a metric on raw margins (f32[N] or f32[N, K]): its weighted
+    mean over rows."""
+    del vector_output  # the margins arrive shaped as the loss expects them
+
+    def mean_loss(y, f, weight=None):
+        values = jax.vmap(loss)(y, f)
+        weight = jnp.ones_like(values) if weight is None else weight
+        return jnp.sum(weight * values) / jnp.sum(weight)
+
+    mean_loss.__dict__.update(name="loss", higher_is_better=False, needs_group=False,
+                              on_margin=True)
+    return mean_loss
+
+
+_DEFAULT_METRIC = {"squared_error": "rmse", "multi_squared_error": "rmse",
+                   "absolute_error": "mae", "logistic": "logloss", "exponential": "logloss",
+                   "softmax": "multi_logloss", "poisson": "poisson_deviance",
+                   "gamma": "gamma_deviance", "cox": "concordance_index",
+                   "lambdarank_ndcg": "ndcg@10", "pairwise_logistic": "ndcg@10",
+                   "listwise_softmax": "ndcg@10"}
+_DEFAULT_FAMILY = {"quantile": "pinball", "tweedie": "tweedie", "huber": "mae",
+                   "pseudo_huber": "mae", "focal": "logloss"}
+
+
+def default_metric(objective, vector_output: bool, grouped: bool) -> Callable:
+    """The metric an objective is usually judged by; its own loss for custom losses."""
+    name = objective.name
+    if name in _DEFAULT_METRIC:
+        return metrics_module.get(_DEFAULT_METRIC[name])
+    family, _, value = name.partition("@")
+    if family in _DEFAULT_FAMILY:
+        metric = _DEFAULT_FAMILY[family]
+        return metrics_module.get(f"{metric}@{value}" if metric in ("pinball", "tweedie")
+                                  else metric)
+    if grouped:
+        return metrics_module.get("ndcg@10")
+    return loss_metric(objective.loss, vector_output)
+
+
+def resolve_metrics(eval_metric, objective, vector_output: bool, grouped: bool) -> tuple:
+    if eval_metric is None:
+        return (default_metric(objective, vector_output, grouped),)
+    if isinstance(eval_metric, (str,)) or callable(eval_metric):
+        eval_metric = [eval_metric]
+    resolved = []
+    for metric in eval_metric:
+        fn = metrics_module.get(metric) if isinstance(metric, str) else metric
+        if not callable(fn):
+            raise TypeError(f"eval_metric entries must be names or functions; got {metric!r}.")
+        if not hasattr(fn, "higher_is_better"):
+            raise ValueError(f"eval_metric {getattr(fn, '__name__', fn)!r} needs an attribute "
+                             "higher_is_better (True or False), so early stopping knows "
+                             "which way is better: my_metric.higher_is_better = False")
+        resolved.append(fn)
+    return tuple(resolved)
+
+
+def metric_name(metric: Callable) -> str:
+    return getattr(metric, "name", getattr(metric, "__name__", "metric"))
+
+
+def _leaf_from_bins(bins: jax.Array, tree: BinnedTree, n_bins: int) -> jax.Array:
+    leaf = jnp.zeros(bins.shape[1], jnp.int32)
+    for level in range(tree.feature.shape[0]):
+        column = jax.lax.dynamic_index_in_dim(bins, tree.feature[level], axis=0,
+                                              keepdims=False)
+        right = goes_right(column, tree.split_bin[level], tree.default_left[level], n_bins - 1)
+        leaf = 2 * leaf + right.astype(jnp.int32)
+    return leaf
+
+
+@functools.partial(jax.jit, static_argnames=("metrics", "link", "vector_output", "n_bins"))
+def evaluate_rounds(trees: BinnedTree, eval_set: EvalSet, raw: jax.Array, *, metrics: tuple,
+                    link, vector_output: bool, n_bins: int) -> tuple[jax.Array, jax.Array]:
+    """Applies each of C trees in turn to a validation set and scores every round.
+
+    Args:
+      trees: C trees stacked (leaf values with the learning rate applied).
+      raw: f32[Nv, K], the set's margins before the first of them.
+
+    Returns:
+      The margins after the last tree, and f32[C, n_metrics] scores.
+    """
+
+    def score(raw):
+        out = raw if vector_output else raw[:, 0]
+        pred = out if link is None else link(out)
+        values = []
+        for metric in metrics:
+            given = out if getattr(metric, "on_margin", False) else pred
+            if getattr(metric, "needs_group", False):
+                values.append(metric(eval_set.y, given, eval_set.weight, group=eval_set.layout))
+            else:
+                values.append(metric(eval_set.y, given, eval_set.weight))
+        return jnp.stack([jnp.asarray(v, jnp.float32) for v in values])
+
+    def step(raw, tree):
+        leaf = _leaf_from_bins(eval_set.bins, tree, n_bins)
+        raw = raw + tree.leaf_value[leaf]
+        return raw, score(raw)
+
+    return jax.lax.scan(step, raw, trees)
+
+
+def best_round(values: np.ndarray, higher_is_better: bool) -> int:
+    """Index of the best value (the earliest among ties); NaN never counts as best."""
+    finite = np.where(np.isnan(values), -np.inf if higher_is_better else np.inf, values)
+    return int(np.argmax(finite) if higher_is_better else np.argmin(finite))
+
+
+class Evaluator:
+    """Keeps every validation set's margins and history across chunks of rounds.
+
+    ``after_chunk(progress)`` is the ``on_chunk`` hook of ``boosting.train``: it scores
+    the new rounds, logs, calls the user's callbacks and returns True to stop.
+    """
+
+    def __init__(self, eval_sets: Sequence[EvalSet], metrics: tuple, base_score: jax.Array,
+                 link, vector_output: bool, n_bins: int, early_stopping_rounds: int | None,
+                 callbacks: Sequence[Callable], verbose: int, traced: bool):
+        self.eval_sets = list(eval_sets)
+        self.metrics = metrics
+        self.options = dict(metrics=metrics, link=link, vector_output=vector_output,
+                            n_bins=n_bins)
+        n_outputs = base_score.shape[0]
+        self.raw = [jnp.broadcast_to(base_score, (s.weight.shape[0], n_outputs))
+                    for s in self.eval_sets]
+        self.scores: list[list[jax.Array]] = [[] for _ in self.eval_sets]
+        self.early_stopping_rounds = early_stopping_rounds
+        self.callbacks = list(callbacks)
+        self.verbose = verbose
+        self.traced = traced
+        self.rounds_evaluated = 0
+        self.watched = (f"{self.eval_sets[-1].name}:{metric_name(metrics[0])}"
+                        if self.eval_sets else None)
+        self.best: int | None = None
+
+    def after_chunk(self, progress) -> bool:
+        new = jax.tree.map(lambda a: a[self.rounds_evaluated:], progress.trees)
+        for i, eval_set in enumerate(self.eval_sets):
+            self.raw[i], values = evaluate_rounds(new, eval_set._replace(name=None), self.raw[i],
+                                                  **self.options)
+            self.scores[i].append(values)
+        self.rounds_evaluated = progress.rounds_done
+        if self.traced:
+            return False
+        state = self.state()
+        self.best = state.best_round
+        if self.verbose and state.watched is not None:
+            log.info("round %d: %s", state.rounds_done, ", ".join(
+                f"{key}={values[-1]:.6g}" for key, values in state.history.items()))
+        stop = False
+        if self.early_stopping_rounds is not None and state.best_round is not None:
+            stop = state.rounds_done - 1 - state.best_round >= self.early_stopping_rounds
+            if stop and self.verbose:
+                log.info("early stopping at round %d: best %s=%.6g at round %d",
+                         state.rounds_done, state.watched,
+                         state.history[state.watched][state.best_round], state.best_round)
+        for callback in self.callbacks:
+            stop = bool(callback(state)) or stop
+        return stop
+
+    def history(self) -> dict[str, jax.Array] | None:
+        """{"<set>:<metric>": f32[rounds]} as device arrays (traced under vmap)."""
+        if not self.eval_sets:
+            return None
+        out = {}
+        for eval_set, chunks in zip(self.eval_sets, self.scores, strict=True):
+            values = jnp.concatenate(chunks) if chunks else jnp.zeros((0, len(self.metrics)))
+            for j, metric in enumerate(self.metrics):
+                out[f"{eval_set.name}:{metric_name(metric)}"] = values[:, j]
+        return out
+
+    def state(self) -> EvalState:
+        history = {key: np.asarray(values, np.float64)
+                   for key, values in (self.history() or {}).items()}
+        best = None
+        if self.watched is not None and history[self.watched].size:
+            best = best_round(history[self.watched], self.metrics[0].higher_is_better)
+        return EvalState(self.rounds_evaluated, history, best, self.watched)
