@@ -17,6 +17,7 @@ from jaxgbt.evaluation import EvalSet, Evaluator, resolve_metrics
 from jaxgbt.model import Booster
 from jaxgbt.objectives import Link, Loss, Objective, resolve
 from jaxgbt.resources import check_fit_memory
+from jaxgbt.sampling import SamplingParams
 from jaxgbt.split import SplitParams
 
 
@@ -24,7 +25,8 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
         learning_rate=0.1, n_bins: int = 256, l2=1.0, l1=0.0, min_split_gain=0.0,
         min_child_weight=1.0, base_score=None, sample_weight=None, seed: int = 0,
         n_outputs: int | None = None, link: Link | None = None, hessian: str | None = None,
-        hessian_floor=0.0, group=None,
+        hessian_floor=0.0, group=None, subsample=1.0, sampling: str = "bernoulli",
+        goss_top_rate=0.2, goss_other_rate=0.1, colsample_bytree=1.0, colsample_bylevel=1.0,
         eval_set=None, eval_metric=None, early_stopping_rounds: int | None = None,
         callbacks: Sequence = (), verbose: int = 0,
         devices: "str | Sequence[jax.Device] | None" = None, checkpoint_path=None,
@@ -61,6 +63,14 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
       hessian_floor: per-row curvature is at least this (>= 0).
       group: query id per row for ranking losses, shape (N,); a query's rows must be
         contiguous.
+      subsample: row sampling rate per round, in (0, 1] (see ``jaxgbt.sampling``).
+      sampling: how rows are sampled: "bernoulli" (keep each row with probability
+        ``subsample``), "poisson" (bootstrap counts with mean ``subsample``) or "goss"
+        (gradient-based one-side sampling with ``goss_top_rate``/``goss_other_rate``).
+      goss_top_rate, goss_other_rate: GOSS's kept fraction of largest gradients and
+        sampled fraction of the rest.
+      colsample_bytree, colsample_bylevel: fraction of features drawn per tree, and of
+        those per level, in (0, 1].
       eval_set: validation sets, a list of ``(X, y)``, ``(X, y, sample_weight)`` or dicts
         with keys X, y and optionally sample_weight, group, name. Each is scored after
         every round; the model's ``history`` holds the scores.
@@ -97,7 +107,11 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
     weight = (sample_weight if check.is_traced(sample_weight)
               else check.check_sample_weight(sample_weight, X.shape[0]))
     group_index, group_mask = _groups(kind, group, X.shape[0])
-    params = _params(learning_rate, l2, l1, min_split_gain, min_child_weight, hessian_floor)
+    params = _params(learning_rate, l2, l1, min_split_gain, min_child_weight, hessian_floor,
+                     seed, subsample, goss_top_rate, goss_other_rate, colsample_bytree,
+                     colsample_bylevel)
+    row_sampling, column_sampling = _sampling_methods(sampling, subsample, colsample_bytree,
+                                                      colsample_bylevel)
     _check_loss_output(objective, y, n_outputs, vector_output, kind)
     if checkpoint_path is not None:
         check.check_int(checkpoint_every, "checkpoint_every", 1)
@@ -122,7 +136,8 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
                          learning_rate_schedule=learning_rate if callable(learning_rate) else None,
                          axis_name=None if mesh is None else ROW_AXIS, curvature=curvature,
                          fisher=objective.fisher, grouped=kind != "row",
-                         leaf_quantile=objective.leaf_quantile)
+                         leaf_quantile=objective.leaf_quantile, row_sampling=row_sampling,
+                         column_sampling=column_sampling)
     start = _base_score(objective, base_score, data, config, params)
     traced = any(check.is_traced(p) for p in jax.tree.leaves((params, weight, start)))
     evaluator = _evaluator(eval_set, eval_metric, early_stopping_rounds, callbacks, verbose,
@@ -290,16 +305,41 @@ def _groups(kind: str, group, n_rows: int):
     return jnp.asarray(index), jnp.asarray(mask)
 
 
-def _params(learning_rate, l2, l1, min_split_gain, min_child_weight,
-            hessian_floor) -> BoostParams:
+def _sampling_methods(sampling, subsample, colsample_bytree, colsample_bylevel):
+    """The static row-sampling method and whether features are sampled."""
+    if sampling not in ("bernoulli", "poisson", "goss"):
+        raise ValueError(f"sampling={sampling!r}: use 'bernoulli', 'poisson' or 'goss'.")
+
+    def below_one(rate):
+        return check.is_traced(rate) or float(rate) < 1.0
+
+    if sampling == "bernoulli" and not below_one(subsample):
+        row_sampling = "none"
+    else:
+        row_sampling = sampling
+    return row_sampling, below_one(colsample_bytree) or below_one(colsample_bylevel)
+
+
+def _params(learning_rate, l2, l1, min_split_gain, min_child_weight, hessian_floor, seed,
+            subsample, goss_top_rate, goss_other_rate, colsample_bytree,
+            colsample_bylevel) -> BoostParams:
     check.check_learning_rate(learning_rate)
+    rates = dict(subsample=subsample, goss_top_rate=goss_top_rate,
+                 goss_other_rate=goss_other_rate, colsample_bytree=colsample_bytree,
+                 colsample_bylevel=colsample_bylevel)
+    for name, rate in rates.items():
+        check.check_rate(rate, name)
+    if not check.is_traced(seed):
+        check.check_int(seed, "seed", 0, 2**32 - 1)
     values = dict(l2=l2, l1=l1, min_split_gain=min_split_gain, min_child_weight=min_child_weight)
     for name, value in {**values, "hessian_floor": hessian_floor}.items():
         check.check_nonnegative(value, name)
     as_f32 = {name: jnp.asarray(value, jnp.float32) for name, value in values.items()}
     rate = jnp.asarray(0.0 if callable(learning_rate) else learning_rate, jnp.float32)
+    sampling = SamplingParams(key=jax.random.PRNGKey(seed),
+                              **{k: jnp.asarray(v, jnp.float32) for k, v in rates.items()})
     return BoostParams(learning_rate=rate, split=SplitParams(**as_f32),
-                       hessian_floor=jnp.asarray(hessian_floor, jnp.float32))
+                       hessian_floor=jnp.asarray(hessian_floor, jnp.float32), sampling=sampling)
 
 
 def _check_loss_output(objective: Objective, y, n_outputs: int, vector_output: bool,

@@ -149,6 +149,16 @@ def check_nonnegative(value, name: str):
     return value
 
 
+def check_rate(value, name: str):
+    """A fraction in (0, 1] (left alone when traced)."""
+    if is_traced(value):
+        return value
+    check_nonnegative(value, name)
+    if not 0.0 < float(value) <= 1.0:
+        raise ValueError(f"{name}={value} must lie in (0, 1].")
+    return value
+
+
 def check_learning_rate(value):
     if callable(value) or is_traced(value):
         return value

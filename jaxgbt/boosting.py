@@ -17,6 +17,7 @@ from jax.sharding import PartitionSpec as P
 from jaxgbt._derivatives import Derivatives, group_derivatives, row_derivatives
 from jaxgbt.config import BoostConfig
 from jaxgbt.leaves import newton_full, quantile_leaves
+from jaxgbt.sampling import SamplingParams, level_feature_masks, round_keys, row_multiplier
 from jaxgbt.split import SplitParams
 from jaxgbt.tree import BinnedTree, grow_tree
 
@@ -27,6 +28,7 @@ class BoostParams(NamedTuple):
     learning_rate: jax.Array
     split: SplitParams
     hessian_floor: jax.Array
+    sampling: SamplingParams
 
 
 class Progress(NamedTuple):
@@ -105,10 +107,17 @@ def boost_round(config: BoostConfig, params: BoostParams, data: TrainData, raw: 
     bad_rows = jnp.sum((~finite) & (data.weight > 0), dtype=jnp.int32)
     if config.axis_name is not None:
         bad_rows = jax.lax.psum(bad_rows, config.axis_name)
-    weight = data.weight[:, None]
+    row_key, feature_key = round_keys(params.sampling, round_index)
+    weight = data.weight
+    multiplier = row_multiplier(row_key, config.row_sampling, params.sampling, g)
+    if multiplier is not None:
+        weight = weight * multiplier
+    weight = weight[:, None]
     gh = jnp.concatenate([g * weight, h * weight], axis=1)
+    level_allowed = (level_feature_masks(feature_key, params.sampling, data.bins.shape[0],
+                                         config.depth) if config.column_sampling else None)
     tree, leaf = grow_tree(data.bins, gh, params.split, config.depth, config.n_bins,
-                           config.axis_name)
+                           config.axis_name, level_allowed)
     n_leaves = 2**config.depth
     if derivatives.h_full is not None:
         n_rows, n_outputs = g.shape
@@ -122,7 +131,7 @@ def boost_round(config: BoostConfig, params: BoostParams, data: TrainData, raw: 
     elif config.leaf_quantile is not None:
         residual = data.y - raw[:, 0]
         tree = tree._replace(leaf_value=quantile_leaves(
-            residual, data.weight, leaf, n_leaves, config.leaf_quantile)[:, None])
+            residual, weight[:, 0], leaf, n_leaves, config.leaf_quantile)[:, None])
     if config.learning_rate_schedule is None:
         learning_rate = params.learning_rate
     else:

@@ -34,6 +34,8 @@ class BoostConfig:
       fisher: the objective's expected Hessian, for ``curvature="fisher"``.
       grouped: the loss is over groups of rows (``loss(y_q, f_q, mask_q)``).
       leaf_quantile: when set, leaves are refreshed to this quantile of the residuals.
+      row_sampling: "none", "bernoulli", "poisson" or "goss" (see ``sampling``).
+      column_sampling: whether features are drawn per tree/level.
     """
 
     loss: Loss
@@ -48,3 +50,5 @@ class BoostConfig:
     fisher: Callable | None = None
     grouped: bool = False
     leaf_quantile: float | None = None
+    row_sampling: str = "none"
+    column_sampling: bool = False

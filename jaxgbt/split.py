@@ -85,8 +85,11 @@ def level_gains(hist: jax.Array, params: SplitParams) -> jax.Array:
     return jnp.sum(jnp.where(allowed, gain, 0.0), axis=1)
 
 
-def best_level_split(hist: jax.Array, params: SplitParams) -> LevelSplit:
+def best_level_split(hist: jax.Array, params: SplitParams,
+                     allowed: jax.Array | None = None) -> LevelSplit:
     """The (feature, bin, missing direction) of largest summed gain.
+
+    ``allowed`` (bool[F]) restricts the search to some features (column sampling).
 
     Ties go to the lowest feature, then the lowest bin, then missing-left. When no
     candidate beats ``min_split_gain`` the result is the pass-through split (feature
@@ -94,6 +97,8 @@ def best_level_split(hist: jax.Array, params: SplitParams) -> LevelSplit:
     ``min_split_gain`` does not split.
     """
     gains = level_gains(hist, params)
+    if allowed is not None:
+        gains = jnp.where(allowed[:, None, None], gains, -jnp.inf)
     n_features, n_value_bins, _ = gains.shape
     best = jnp.argmax(gains.reshape(-1))
     feature, rest = jnp.divmod(best, n_value_bins * 2)

@@ -33,8 +33,8 @@ def goes_right(column: jax.Array, split_bin: jax.Array, default_left: jax.Array,
     return jnp.where(column == missing_bin, ~default_left, column > split_bin)
 
 
-def _search_first_nodes(n_nodes: int, hist: jax.Array, params: SplitParams):
-    return best_level_split(hist[:, :n_nodes], params)
+def _search_first_nodes(n_nodes: int, hist: jax.Array, params: SplitParams, allowed):
+    return best_level_split(hist[:, :n_nodes], params, allowed)
 
 
 def _psum(x, axis_name):
@@ -42,7 +42,8 @@ def _psum(x, axis_name):
 
 
 def grow_tree(bins: jax.Array, gh: jax.Array, params: SplitParams, depth: int, n_bins: int,
-              axis_name: str | None = None) -> tuple[BinnedTree, jax.Array]:
+              axis_name: str | None = None,
+              level_allowed: jax.Array | None = None) -> tuple[BinnedTree, jax.Array]:
     """Grows one oblivious tree.
 
     Args:
@@ -53,6 +54,8 @@ def grow_tree(bins: jax.Array, gh: jax.Array, params: SplitParams, depth: int, n
       n_bins: B (static), the missing bin included.
       axis_name: when rows are split over devices (inside ``shard_map``), the mesh
         axis to sum histograms over; None on one device.
+      level_allowed: bool[D, F], the features each level may split on (column
+        sampling), or None for all.
 
     Returns:
       The tree, and each row's leaf id i32[N].
@@ -70,14 +73,18 @@ def grow_tree(bins: jax.Array, gh: jax.Array, params: SplitParams, depth: int, n
     # the search summed over a tree.
     searches = [functools.partial(_search_first_nodes, 2**d) for d in range(depth)]
 
-    def level(node, d):
+    def level(node, inputs):
+        d, allowed = inputs
         hist = _psum(build_histogram(bins, node, gh, n_nodes, n_bins), axis_name)
-        split = jax.lax.switch(d, searches, hist, params)
+        split = jax.lax.switch(d, searches, hist, params, allowed)
         column = jax.lax.dynamic_index_in_dim(bins, split.feature, axis=0, keepdims=False)
         right = goes_right(column, split.split_bin, split.default_left, n_bins - 1)
         return 2 * node + right.astype(jnp.int32), split
 
-    leaf, splits = jax.lax.scan(level, jnp.zeros(n_rows, jnp.int32), jnp.arange(depth))
+    if level_allowed is None:
+        level_allowed = jnp.ones((depth, bins.shape[0]), bool)
+    leaf, splits = jax.lax.scan(level, jnp.zeros(n_rows, jnp.int32),
+                                (jnp.arange(depth), level_allowed))
     sums = _psum(jax.ops.segment_sum(gh, leaf, num_segments=2**depth), axis_name)
     leaf_value = leaf_weight(sums[:, :n_outputs], sums[:, n_outputs:], params)
     tree = BinnedTree(splits.feature, splits.split_bin, splits.default_left, splits.gain,

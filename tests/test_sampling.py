@@ -1,0 +1,111 @@
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from conftest import SMALL, make_regression
+
+import jaxgbt
+from jaxgbt import sampling
+
+FIELDS = ("feature", "threshold", "default_left", "leaf_value", "base_score")
+
+
+def _params(**rates):
+    values = dict(subsample=1.0, colsample_bytree=1.0, colsample_bylevel=1.0, goss_top_rate=0.2,
+                  goss_other_rate=0.1) | rates
+    return sampling.SamplingParams(key=jax.random.PRNGKey(0),
+                                   **{k: jnp.float32(v) for k, v in values.items()})
+
+
+def test_bernoulli_and_poisson_rates():
+    g = jnp.ones((20000, 1))
+    kept = sampling.row_multiplier(jax.random.PRNGKey(1), "bernoulli", _params(subsample=0.3), g)
+    assert set(np.unique(kept)) <= {0.0, 1.0} and abs(float(kept.mean()) - 0.3) < 0.02
+    counts = sampling.row_multiplier(jax.random.PRNGKey(1), "poisson", _params(subsample=1.0), g)
+    assert abs(float(counts.mean()) - 1.0) < 0.03 and abs(float(counts.var()) - 1.0) < 0.05
+    assert sampling.row_multiplier(jax.random.PRNGKey(1), "none", _params(), g) is None
+
+
+def test_goss_keeps_the_largest_gradients_and_reweights_the_rest():
+    g = jnp.asarray(np.random.default_rng(0).normal(size=(10000, 1)), jnp.float32)
+    weights = np.asarray(sampling.row_multiplier(jax.random.PRNGKey(2), "goss",
+                                                 _params(goss_top_rate=0.2, goss_other_rate=0.1),
+                                                 g))
+    top = np.abs(np.asarray(g[:, 0])) >= np.quantile(np.abs(np.asarray(g[:, 0])), 0.8)
+    assert np.all(weights[top] == 1.0)
+    rest = weights[~top]
+    assert set(np.unique(rest)) <= {0.0, 8.0}  # (1 - 0.2) / 0.1
+    assert abs(np.mean(rest > 0) - 0.1 / 0.8) < 0.02
+
+
+def test_feature_masks_draw_the_asked_fraction_within_the_tree():
+    masks = np.asarray(sampling.level_feature_masks(
+        jax.random.PRNGKey(3), _params(colsample_bytree=0.5, colsample_bylevel=0.5), 10, 4))
+    tree = masks.any(axis=0)
+    assert masks.shape == (4, 10) and tree.sum() <= 5
+    assert np.all(masks.sum(axis=1) == 2)  # round(0.5 * 5) of the tree's features
+
+
+@pytest.mark.parametrize("options", [
+    dict(subsample=0.5), dict(subsample=1.0, sampling="poisson"), dict(sampling="goss"),
+    dict(colsample_bytree=0.5), dict(colsample_bylevel=0.5),
+])
+def test_sampling_is_reproducible_from_the_seed_and_changes_with_it(regression_data, options):
+    X, y = regression_data
+    a = jaxgbt.fit("squared_error", X, y, seed=1, **options, **SMALL)
+    b = jaxgbt.fit("squared_error", X, y, seed=1, **options, **SMALL)
+    c = jaxgbt.fit("squared_error", X, y, seed=2, **options, **SMALL)
+    for field in FIELDS:
+        np.testing.assert_array_equal(getattr(a, field), getattr(b, field))
+    assert not np.array_equal(a.leaf_value, c.leaf_value)
+
+
+def test_column_sampling_restricts_the_features_of_each_tree():
+    X, y = make_regression(seed=51)
+    model = jaxgbt.fit("squared_error", X, y, colsample_bytree=0.25, seed=3,
+                       **dict(SMALL, n_trees=12))
+    # One feature of four per tree: every level of a tree splits on the same feature
+    # (or passes through).
+    gains = np.asarray(model.split_gain) > 0
+    features = np.asarray(model.feature)
+    for t in range(model.n_trees):
+        assert len(set(features[t][gains[t]])) <= 1
+
+
+def test_bernoulli_sampling_equals_weighting_by_the_same_draw(regression_data):
+    """Sampling multiplies weights: the first tree of a subsampled fit equals a fit
+    without sampling whose weights are the round-0 draw."""
+    X, y = regression_data
+    X = np.round(X * 2) / 2  # few distinct values: binning cannot depend on the weights
+    model = jaxgbt.fit("squared_error", X, y, subsample=0.5, seed=4, **dict(SMALL, n_trees=1))
+    params = _params(subsample=0.5)._replace(key=jax.random.PRNGKey(4))
+    row_key = sampling.round_keys(params, jnp.int32(0))[0]
+    kept = np.asarray(sampling.row_multiplier(row_key, "bernoulli", params,
+                                              jnp.ones((len(y), 1))))
+    assert 0 < kept.sum() < len(y)
+    weighted = jaxgbt.fit("squared_error", X, y, sample_weight=kept,
+                          base_score=float(model.base_score[0]), **dict(SMALL, n_trees=1))
+    np.testing.assert_array_equal(weighted.feature, model.feature)
+    np.testing.assert_allclose(weighted.leaf_value, model.leaf_value, rtol=1e-5, atol=1e-6)
+
+
+def test_bad_sampling_arguments(regression_data):
+    X, y = regression_data
+    with pytest.raises(ValueError, match="subsample=0.0 must lie in"):
+        jaxgbt.fit("squared_error", X, y, subsample=0.0, **SMALL)
+    with pytest.raises(ValueError, match="sampling='uniform'"):
+        jaxgbt.fit("squared_error", X, y, sampling="uniform", **SMALL)
+    with pytest.raises(ValueError, match="colsample_bytree=1.5"):
+        jaxgbt.fit("squared_error", X, y, colsample_bytree=1.5, **SMALL)
+    with pytest.raises(ValueError, match="seed=-1"):
+        jaxgbt.fit("squared_error", X, y, seed=-1, **SMALL)
+
+
+def test_vmap_over_seeds_gives_the_single_fits(regression_data):
+    X, y = regression_data
+    seeds = jnp.array([1, 2])
+    models = jax.vmap(lambda s: jaxgbt.fit("squared_error", X, y, seed=s, subsample=0.5,
+                                           **SMALL))(seeds)
+    for i, seed in enumerate([1, 2]):
+        single = jaxgbt.fit("squared_error", X, y, seed=seed, subsample=0.5, **SMALL)
+        np.testing.assert_allclose(models.leaf_value[i], single.leaf_value, rtol=1e-5, atol=1e-6)
