@@ -1,5 +1,6 @@
 """``fit``: validate -> bin -> train -> Booster, on the host, with one compiled loop."""
 
+import dataclasses
 from collections.abc import Sequence
 
 import jax
@@ -29,6 +30,7 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
         goss_top_rate=0.2, goss_other_rate=0.1, colsample_bytree=1.0, colsample_bylevel=1.0,
         eval_set=None, eval_metric=None, early_stopping_rounds: int | None = None,
         callbacks: Sequence = (), verbose: int = 0,
+        init_model: Booster | None = None,
         devices: "str | Sequence[jax.Device] | None" = None, checkpoint_path=None,
         checkpoint_every: int = 100) -> Booster:
     """Fits a boosted ensemble of oblivious trees to any differentiable loss.
@@ -80,7 +82,11 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
         improved for this many rounds; ``predict`` then uses the best round.
       callbacks: functions called after every chunk of rounds with an
         ``evaluation.EvalState``; one returning True stops training.
-      verbose: 0 silent; 1 logs the scores after every chunk (logger "jaxgbt").
+      verbose: 0 silent; 1 logs the scores after every chunk (logger "jaxgbt") and shows
+        a progress bar (tqdm, when installed and stderr is a terminal).
+      init_model: a Booster to continue: training starts from its predictions on X and
+        its trees come first in the result (same depth and outputs; the round count,
+        learning-rate schedule and sampling continue from its last round).
       devices: None for the default device, ``"all"`` for every local device, or a
         list of devices; rows are split over them and histograms summed.
       checkpoint_path: a file to save progress to every ``checkpoint_every`` rounds;
@@ -138,16 +144,22 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
                          fisher=objective.fisher, grouped=kind != "row",
                          leaf_quantile=objective.leaf_quantile, row_sampling=row_sampling,
                          column_sampling=column_sampling)
-    start = _base_score(objective, base_score, data, config, params)
+    if init_model is None:
+        start = _base_score(objective, base_score, data, config, params)
+        start_raw, round_offset = None, 0
+    else:
+        start, start_raw, round_offset = _warm_start(init_model, base_score, X, config)
     traced = any(check.is_traced(p) for p in jax.tree.leaves((params, weight, start)))
     evaluator = _evaluator(eval_set, eval_metric, early_stopping_rounds, callbacks, verbose,
-                           traced, objective, config, X.shape[1], thresholds, start, kind)
+                           traced, objective, config, X.shape[1], thresholds, start, kind,
+                           init_model, n_trees)
     resume, on_chunk = None, evaluator.after_chunk
     if checkpoint_path is not None:
         key = fingerprint(bins, *jax.tree.leaves(y), weight, start, params, objective.name,
                           group_index, config.depth, config.n_bins, config.n_outputs,
                           config.vector_output, config.curvature, config.leaf_quantile,
-                          repr(config.learning_rate_schedule))
+                          config.row_sampling, config.column_sampling, start_raw,
+                          round_offset, repr(config.learning_rate_schedule))
         resume = load_checkpoint(checkpoint_path, key)
         if resume is not None and resume.rounds_done > n_trees:
             resume = None  # a longer fit's checkpoint: its first rounds are this fit's
@@ -157,7 +169,8 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
         def on_chunk(progress):
             save(progress)
             return evaluator.after_chunk(progress)
-    progress = train(config, params, data, start, n_trees, mesh, resume, on_chunk)
+    progress = train(config, params, data, start, n_trees, mesh, resume=resume,
+                     on_chunk=on_chunk, start_raw=start_raw, round_offset=round_offset)
     trees = progress.trees
 
     # Split bins are at most B - 2, the last value bin, whose threshold is +inf.
@@ -167,15 +180,56 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
                     leaf_value=trees.leaf_value, base_score=start, objective=objective,
                     n_features=X.shape[1], vector_output=vector_output,
                     best_round=(None if early_stopping_rounds is None or evaluator.best is None
-                                else jnp.asarray(evaluator.best, jnp.int32)),
+                                else jnp.asarray(evaluator.best + round_offset, jnp.int32)),
                     history=evaluator.history())
+    if init_model is not None:
+        model = _append(init_model, model)
     if not check.is_traced(model.leaf_value):
         _check_finite(model, np.asarray(progress.bad_rows), X.shape[0])
     return model
 
 
+def _warm_start(init_model, base_score, X, config):
+    """(base score, starting margins f32[N, K], rounds done) of a model to continue."""
+    if not isinstance(init_model, Booster):
+        raise TypeError(f"init_model must be a jaxgbt Booster; got {type(init_model).__name__}.")
+    if init_model.feature.ndim != 2:
+        raise ValueError("init_model is a stack of models; continue one member at a time.")
+    if base_score is not None:
+        raise ValueError("base_score and init_model both set the starting margin; drop "
+                         "base_score (the model's predictions are the start).")
+    mismatch = {name: (getattr(init_model, attr), value) for name, attr, value in (
+        ("n_features", "n_features", X.shape[1]), ("depth", "depth", config.depth),
+        ("n_outputs", "n_outputs", config.n_outputs),
+        ("vector_output", "vector_output", config.vector_output)) if getattr(
+            init_model, attr) != value}
+    if mismatch:
+        details = ", ".join(f"{k}: model {a} vs fit {b}" for k, (a, b) in mismatch.items())
+        raise ValueError(f"init_model does not match this fit ({details}); continue it with "
+                         "the same features, depth and outputs.")
+    raw = init_model.predict_raw(X, n_trees=init_model.n_trees)
+    raw = raw if config.vector_output else raw[:, None]
+    return init_model.base_score, raw.astype(jnp.float32), init_model.n_trees
+
+
+def _append(first: Booster, then: Booster) -> Booster:
+    """One model: the trees of ``first`` followed by those of ``then``."""
+    arrays = {name: jnp.concatenate([getattr(first, name), getattr(then, name)])
+              for name in ("feature", "threshold", "default_left", "split_gain", "leaf_value")}
+    history = None
+    if then.history is not None:
+        history = {}
+        for key, values in then.history.items():
+            before = (first.history or {}).get(key)
+            if before is None or before.shape[-1] != first.n_trees:
+                before = jnp.full((first.n_trees,), jnp.nan, jnp.float32)
+            history[key] = jnp.concatenate([before, values])
+    return dataclasses.replace(then, base_score=first.base_score, history=history, **arrays)
+
+
 def _evaluator(eval_set, eval_metric, early_stopping_rounds, callbacks, verbose, traced,
-               objective, config, n_features, thresholds, start, kind) -> Evaluator:
+               objective, config, n_features, thresholds, start, kind, init_model,
+               n_trees) -> Evaluator:
     """Validates and bins the validation sets; returns the per-chunk evaluator."""
     if early_stopping_rounds is not None:
         check.check_int(early_stopping_rounds, "early_stopping_rounds", 1)
@@ -190,7 +244,7 @@ def _evaluator(eval_set, eval_metric, early_stopping_rounds, callbacks, verbose,
         raise ValueError("callbacks cannot run inside jax.vmap or jax.jit.")
     if any(not callable(c) for c in callbacks):
         raise TypeError("callbacks must be functions taking an EvalState.")
-    sets = []
+    sets, starts = [], []
     for i, entry in enumerate(eval_set or []):
         if isinstance(entry, dict):
             unknown = set(entry) - {"X", "y", "sample_weight", "group", "name"}
@@ -216,11 +270,15 @@ def _evaluator(eval_set, eval_metric, early_stopping_rounds, callbacks, verbose,
                                                                    X_val.shape[0]))
         sets.append(EvalSet(name, jnp.asarray(apply_bins(X_val, thresholds)),
                             jax.tree.map(jnp.asarray, y_val), jnp.asarray(w_val), layout))
+        if init_model is not None:
+            raw = init_model.predict_raw(X_val, n_trees=init_model.n_trees)
+            starts.append(raw if config.vector_output else raw[:, None])
     metrics = resolve_metrics(eval_metric, objective, config.vector_output, kind != "row")
     if kind == "dataset" and metrics and any(getattr(m, "on_margin", False) for m in metrics):
         raise ValueError(f"loss {objective.name!r} couples all rows: give eval_metric.")
     return Evaluator(sets, metrics, start, objective.link, config.vector_output, config.n_bins,
-                     early_stopping_rounds, callbacks, verbose, traced)
+                     early_stopping_rounds, callbacks, verbose, traced,
+                     starts if init_model is not None else None, n_trees)
 
 
 def _checkpointer(path, every: int, key: str, start: int, n_trees: int):

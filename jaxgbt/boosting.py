@@ -200,6 +200,7 @@ def _shard(data: TrainData, raw: jax.Array, mesh: Mesh, config: BoostConfig):
 
 def train(config: BoostConfig, params: BoostParams, data: TrainData, base_score: jax.Array,
           n_trees: int, mesh: Mesh | None = None, resume: Progress | None = None,
+          start_raw: jax.Array | None = None, round_offset: int = 0,
           on_chunk: Callable[[Progress], None] | None = None) -> Progress:
     """Boosts until ``n_trees`` rounds are done.
 
@@ -208,6 +209,10 @@ def train(config: BoostConfig, params: BoostParams, data: TrainData, base_score:
       n_trees: T (not static: a new value reuses the compiled chunk).
       mesh: a one-axis mesh named ``config.axis_name`` to split rows over, or None.
       resume: progress to continue from (a checkpoint); None starts at round 0.
+      start_raw: f32[N, K] starting margins instead of ``base_score`` (warm start from
+        an earlier model's predictions).
+      round_offset: rounds already done by an earlier model (warm start): round r here
+        draws the samples and learning rate of round r + round_offset.
       on_chunk: called on the host with the progress after every chunk of rounds (for
         validation and checkpoints); it returns True to stop training there. It forces
         a wait for the device only if it reads the arrays.
@@ -218,7 +223,8 @@ def train(config: BoostConfig, params: BoostParams, data: TrainData, base_score:
     """
     n_rows = data.weight.shape[0]
     if resume is None:
-        raw = jnp.broadcast_to(base_score, (n_rows, config.n_outputs))
+        raw = (jnp.broadcast_to(base_score, (n_rows, config.n_outputs)) if start_raw is None
+               else start_raw)
         no_trees = jax.tree.map(lambda a: a[None][:0], _empty_tree(config.depth,
                                                                     config.n_outputs))
         done = Progress(trees=no_trees, raw=raw, bad_rows=jnp.zeros((0,), jnp.int32))
@@ -227,10 +233,11 @@ def train(config: BoostConfig, params: BoostParams, data: TrainData, base_score:
     raw = done.raw
     if mesh is not None:
         data, raw = _shard(data, raw, mesh, config)
-    n_trees_array = jnp.asarray(n_trees, jnp.int32)
+    n_trees_array = jnp.asarray(n_trees + round_offset, jnp.int32)
     for first_round in range(done.rounds_done, n_trees, config.rounds_per_chunk):
         raw, (trees, bad_rows) = _compiled_chunk(config, mesh, params, data, raw,
-                                                 jnp.asarray(first_round, jnp.int32),
+                                                 jnp.asarray(first_round + round_offset,
+                                                             jnp.int32),
                                                  n_trees_array)
         kept = min(config.rounds_per_chunk, n_trees - first_round)
         done = Progress(

@@ -168,6 +168,19 @@ def best_round(values: np.ndarray, higher_is_better: bool) -> int:
     return int(np.argmax(finite) if higher_is_better else np.argmin(finite))
 
 
+def _progress_bar(n_trees: int):
+    """A tqdm bar on stderr when tqdm is installed and stderr is a terminal, else None."""
+    import sys
+
+    if not sys.stderr.isatty():
+        return None
+    try:
+        from tqdm.auto import tqdm
+    except ImportError:
+        return None
+    return tqdm(total=n_trees, unit="tree", desc="jaxgbt", leave=False)
+
+
 class Evaluator:
     """Keeps every validation set's margins and history across chunks of rounds.
 
@@ -177,14 +190,16 @@ class Evaluator:
 
     def __init__(self, eval_sets: Sequence[EvalSet], metrics: tuple, base_score: jax.Array,
                  link, vector_output: bool, n_bins: int, early_stopping_rounds: int | None,
-                 callbacks: Sequence[Callable], verbose: int, traced: bool):
+                 callbacks: Sequence[Callable], verbose: int, traced: bool,
+                 start_margins: Sequence[jax.Array] | None = None, n_trees: int = 0):
         self.eval_sets = list(eval_sets)
         self.metrics = metrics
         self.options = dict(metrics=metrics, link=link, vector_output=vector_output,
                             n_bins=n_bins)
         n_outputs = base_score.shape[0]
-        self.raw = [jnp.broadcast_to(base_score, (s.weight.shape[0], n_outputs))
-                    for s in self.eval_sets]
+        self.raw = (list(start_margins) if start_margins is not None else
+                    [jnp.broadcast_to(base_score, (s.weight.shape[0], n_outputs))
+                     for s in self.eval_sets])
         self.scores: list[list[jax.Array]] = [[] for _ in self.eval_sets]
         self.early_stopping_rounds = early_stopping_rounds
         self.callbacks = list(callbacks)
@@ -194,6 +209,7 @@ class Evaluator:
         self.watched = (f"{self.eval_sets[-1].name}:{metric_name(metrics[0])}"
                         if self.eval_sets else None)
         self.best: int | None = None
+        self.progress_bar = _progress_bar(n_trees) if verbose and not traced else None
 
     def after_chunk(self, progress) -> bool:
         new = jax.tree.map(lambda a: a[self.rounds_evaluated:], progress.trees)
@@ -206,6 +222,11 @@ class Evaluator:
             return False
         state = self.state()
         self.best = state.best_round
+        if self.progress_bar is not None:
+            self.progress_bar.update(state.rounds_done - self.progress_bar.n)
+            if state.watched is not None:
+                self.progress_bar.set_postfix_str(
+                    f"{state.watched}={state.history[state.watched][-1]:.5g}")
         if self.verbose and state.watched is not None:
             log.info("round %d: %s", state.rounds_done, ", ".join(
                 f"{key}={values[-1]:.6g}" for key, values in state.history.items()))
@@ -218,6 +239,8 @@ class Evaluator:
                          state.history[state.watched][state.best_round], state.best_round)
         for callback in self.callbacks:
             stop = bool(callback(state)) or stop
+        if self.progress_bar is not None and (stop or state.rounds_done >= self.progress_bar.total):
+            self.progress_bar.close()
         return stop
 
     def history(self) -> dict[str, jax.Array] | None:
