@@ -14,6 +14,7 @@ from jaxgbt.binning import apply_bins, compute_thresholds
 from jaxgbt.boosting import BoostParams, TrainData, compiled_derivatives, train
 from jaxgbt.checkpoint import fingerprint, load_checkpoint, save_checkpoint
 from jaxgbt.config import ROW_AXIS, BoostConfig
+from jaxgbt.constraints import interaction_sets
 from jaxgbt.evaluation import EvalSet, Evaluator, resolve_metrics
 from jaxgbt.model import Booster
 from jaxgbt.objectives import Link, Loss, Objective, resolve
@@ -28,6 +29,7 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
         n_outputs: int | None = None, link: Link | None = None, hessian: str | None = None,
         hessian_floor=0.0, group=None, subsample=1.0, sampling: str = "bernoulli",
         goss_top_rate=0.2, goss_other_rate=0.1, colsample_bytree=1.0, colsample_bylevel=1.0,
+        monotone_constraints=None, interaction_constraints=None,
         eval_set=None, eval_metric=None, early_stopping_rounds: int | None = None,
         callbacks: Sequence = (), verbose: int = 0,
         init_model: Booster | None = None,
@@ -73,6 +75,11 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
         sampled fraction of the rest.
       colsample_bytree, colsample_bylevel: fraction of features drawn per tree, and of
         those per level, in (0, 1].
+      monotone_constraints: per feature +1 (non-decreasing), -1 (non-increasing) or 0,
+        as a sequence of length F or a dict {feature index: direction}; predictions are
+        then monotone in those features for any input (see ``jaxgbt.constraints``).
+      interaction_constraints: lists of feature indices allowed in one tree together;
+        a feature in no list appears only alone.
       eval_set: validation sets, a list of ``(X, y)``, ``(X, y, sample_weight)`` or dicts
         with keys X, y and optionally sample_weight, group, name. Each is scored after
         every round; the model's ``history`` holds the scores.
@@ -118,6 +125,8 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
                      colsample_bylevel)
     row_sampling, column_sampling = _sampling_methods(sampling, subsample, colsample_bytree,
                                                       colsample_bylevel)
+    params = params._replace(**_constraints(monotone_constraints, interaction_constraints,
+                                            X.shape[1]))
     _check_loss_output(objective, y, n_outputs, vector_output, kind)
     if checkpoint_path is not None:
         check.check_int(checkpoint_every, "checkpoint_every", 1)
@@ -133,7 +142,9 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
                      [jax.devices()[0]] if mesh is None else list(mesh.devices.flat))
 
     binning_weight = None if check.is_traced(weight) else weight
-    thresholds = compute_thresholds(X, n_bins, binning_weight, seed)
+    # A traced seed (vmap over seeds) cannot pick host rows: binning then uses seed 0.
+    binning_seed = 0 if check.is_traced(seed) else seed
+    thresholds = compute_thresholds(X, n_bins, binning_weight, binning_seed)
     bins = apply_bins(X, thresholds)
     data = TrainData(bins=jnp.asarray(bins), y=jax.tree.map(jnp.asarray, y),
                      weight=jnp.asarray(weight), group_index=group_index, group_mask=group_mask)
@@ -263,7 +274,16 @@ def _evaluator(eval_set, eval_metric, early_stopping_rounds, callbacks, verbose,
             raise ValueError(f"eval_set[{i}] X has {X_val.shape[1]} features but X has "
                              f"{n_features}; pass the same columns.")
         y_val = check.check_y(fields["y"], X_val.shape[0], objective)
-        w_val = check.check_sample_weight(fields.get("sample_weight"), X_val.shape[0])
+        w_val = fields.get("sample_weight")
+        if check.is_traced(w_val):  # under vmap (jaxgbt.cv: one 0/1 mask per fold)
+            if w_val.shape != (X_val.shape[0],):
+                raise ValueError(f"eval_set[{i}] sample_weight has shape {w_val.shape}; it "
+                                 f"needs ({X_val.shape[0]},), one weight per row.")
+            if not traced:
+                raise ValueError(f"eval_set[{i}] sample_weight is traced but the fit is not: "
+                                 "vmap the training parameters or weights along with it.")
+        else:
+            w_val = check.check_sample_weight(w_val, X_val.shape[0])
         layout = None
         if kind == "group" or fields.get("group") is not None:
             layout = metrics_module.query_layout(check.check_group(fields.get("group"),
@@ -361,6 +381,37 @@ def _groups(kind: str, group, n_rows: int):
     index[query, positions] = np.arange(n_rows)
     mask[query, positions] = True
     return jnp.asarray(index), jnp.asarray(mask)
+
+
+def _constraints(monotone, interactions, n_features: int) -> dict:
+    """Checked constraint arrays for BoostParams (absent ones stay None)."""
+    out = {}
+    if monotone is not None:
+        if isinstance(monotone, dict):
+            directions = np.zeros(n_features, np.int32)
+            for feature, direction in monotone.items():
+                check.check_int(feature, "monotone_constraints key", 0, n_features - 1)
+                directions[feature] = direction
+        else:
+            directions = np.asarray(monotone)
+            if directions.shape != (n_features,):
+                raise ValueError(f"monotone_constraints has {directions.size} entries but X has "
+                                 f"{n_features} features; give one of -1, 0, +1 per feature, or "
+                                 "a dict {feature index: direction}.")
+        if not np.isin(directions, (-1, 0, 1)).all():
+            raise ValueError("monotone_constraints must hold only -1, 0 and +1; got "
+                             f"{sorted(set(np.asarray(directions).tolist()))}.")
+        out["monotone"] = jnp.asarray(directions, jnp.int32)
+    if interactions is not None:
+        if isinstance(interactions, (str, bytes)) or not all(
+                isinstance(group, (list, tuple, set)) for group in interactions):
+            raise TypeError("interaction_constraints must be a list of lists of feature "
+                            "indices, e.g. [[0, 1], [2, 3, 4]].")
+        for group in interactions:
+            for feature in group:
+                check.check_int(feature, "interaction_constraints entry", 0, n_features - 1)
+        out["interaction_sets"] = interaction_sets(interactions, n_features)
+    return out
 
 
 def _sampling_methods(sampling, subsample, colsample_bytree, colsample_bylevel):

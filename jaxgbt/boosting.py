@@ -16,6 +16,7 @@ from jax.sharding import PartitionSpec as P
 
 from jaxgbt._derivatives import Derivatives, group_derivatives, row_derivatives
 from jaxgbt.config import BoostConfig
+from jaxgbt.constraints import enforce_monotone
 from jaxgbt.leaves import newton_full, quantile_leaves
 from jaxgbt.sampling import SamplingParams, level_feature_masks, round_keys, row_multiplier
 from jaxgbt.split import SplitParams
@@ -29,6 +30,8 @@ class BoostParams(NamedTuple):
     split: SplitParams
     hessian_floor: jax.Array
     sampling: SamplingParams
+    monotone: jax.Array | None = None  # i32[F] of -1/0/+1, or None
+    interaction_sets: jax.Array | None = None  # bool[S, F], or None
 
 
 class Progress(NamedTuple):
@@ -117,7 +120,8 @@ def boost_round(config: BoostConfig, params: BoostParams, data: TrainData, raw: 
     level_allowed = (level_feature_masks(feature_key, params.sampling, data.bins.shape[0],
                                          config.depth) if config.column_sampling else None)
     tree, leaf = grow_tree(data.bins, gh, params.split, config.depth, config.n_bins,
-                           config.axis_name, level_allowed)
+                           config.axis_name, level_allowed, params.interaction_sets,
+                           params.monotone)
     n_leaves = 2**config.depth
     if derivatives.h_full is not None:
         n_rows, n_outputs = g.shape
@@ -132,6 +136,9 @@ def boost_round(config: BoostConfig, params: BoostParams, data: TrainData, raw: 
         residual = data.y - raw[:, 0]
         tree = tree._replace(leaf_value=quantile_leaves(
             residual, weight[:, 0], leaf, n_leaves, config.leaf_quantile)[:, None])
+    if params.monotone is not None:  # again, after any refresh of the leaves above
+        tree = tree._replace(leaf_value=enforce_monotone(tree.leaf_value, tree.feature,
+                                                         tree.gain > 0, params.monotone))
     if config.learning_rate_schedule is None:
         learning_rate = params.learning_rate
     else:

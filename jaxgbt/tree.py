@@ -12,6 +12,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
+from jaxgbt.constraints import allowed_after, enforce_monotone
 from jaxgbt.histogram import build_histogram
 from jaxgbt.split import SplitParams, best_level_split, leaf_weight
 
@@ -42,8 +43,9 @@ def _psum(x, axis_name):
 
 
 def grow_tree(bins: jax.Array, gh: jax.Array, params: SplitParams, depth: int, n_bins: int,
-              axis_name: str | None = None,
-              level_allowed: jax.Array | None = None) -> tuple[BinnedTree, jax.Array]:
+              axis_name: str | None = None, level_allowed: jax.Array | None = None,
+              interaction_sets: jax.Array | None = None,
+              monotone: jax.Array | None = None) -> tuple[BinnedTree, jax.Array]:
     """Grows one oblivious tree.
 
     Args:
@@ -56,6 +58,9 @@ def grow_tree(bins: jax.Array, gh: jax.Array, params: SplitParams, depth: int, n
         axis to sum histograms over; None on one device.
       level_allowed: bool[D, F], the features each level may split on (column
         sampling), or None for all.
+      interaction_sets: bool[S, F], feature sets allowed in one tree, or None.
+      monotone: i32[F] monotone directions, or None; a constrained feature then splits
+        at most one level (see ``constraints``).
 
     Returns:
       The tree, and each row's leaf id i32[N].
@@ -73,20 +78,30 @@ def grow_tree(bins: jax.Array, gh: jax.Array, params: SplitParams, depth: int, n
     # the search summed over a tree.
     searches = [functools.partial(_search_first_nodes, 2**d) for d in range(depth)]
 
-    def level(node, inputs):
+    constrained = interaction_sets is not None or monotone is not None
+
+    def level(carry, inputs):
+        node, used = carry
         d, allowed = inputs
+        if constrained:
+            allowed = allowed & allowed_after(used, interaction_sets, monotone)
         hist = _psum(build_histogram(bins, node, gh, n_nodes, n_bins), axis_name)
         split = jax.lax.switch(d, searches, hist, params, allowed)
         column = jax.lax.dynamic_index_in_dim(bins, split.feature, axis=0, keepdims=False)
         right = goes_right(column, split.split_bin, split.default_left, n_bins - 1)
-        return 2 * node + right.astype(jnp.int32), split
+        used = used.at[split.feature].set(used[split.feature] | (split.gain > 0))
+        return (2 * node + right.astype(jnp.int32), used), split
 
+    n_features = bins.shape[0]
     if level_allowed is None:
-        level_allowed = jnp.ones((depth, bins.shape[0]), bool)
-    leaf, splits = jax.lax.scan(level, jnp.zeros(n_rows, jnp.int32),
-                                (jnp.arange(depth), level_allowed))
+        level_allowed = jnp.ones((depth, n_features), bool)
+    (leaf, _), splits = jax.lax.scan(
+        level, (jnp.zeros(n_rows, jnp.int32), jnp.zeros(n_features, bool)),
+        (jnp.arange(depth), level_allowed))
     sums = _psum(jax.ops.segment_sum(gh, leaf, num_segments=2**depth), axis_name)
     leaf_value = leaf_weight(sums[:, :n_outputs], sums[:, n_outputs:], params)
+    if monotone is not None:
+        leaf_value = enforce_monotone(leaf_value, splits.feature, splits.gain > 0, monotone)
     tree = BinnedTree(splits.feature, splits.split_bin, splits.default_left, splits.gain,
                       leaf_value)
     return tree, leaf
