@@ -133,15 +133,21 @@ def loss_values(loss: Loss, vector_output: bool) -> Callable[[jax.Array, jax.Arr
 
 
 def newton_constant(loss: Loss, vector_output: bool, y, weight: jax.Array, n_outputs: int,
-                    n_steps: int = 8) -> jax.Array:
+                    n_steps: int = 20, n_halvings: int = 12) -> jax.Array:
     """The constant margin ``c : f32[K]`` that minimises the weighted loss.
 
-    A few Newton steps from 0 on the same g/h used for the trees. Where the summed
-    Hessian is (close to) zero, as for absolute error, the step falls back to unit
-    curvature per unit weight, a plain gradient step, so that it stays finite.
+    Damped Newton steps from 0 on the same g/h used for the trees: each step is halved
+    until the weighted loss does not increase (a log-link loss with large labels would
+    otherwise overshoot from 0). Where the summed Hessian is (close to) zero, as for
+    absolute error, the step uses unit curvature per unit weight, a gradient step.
     """
     derivatives = row_derivatives(loss, vector_output)
+    values = loss_values(loss, vector_output)
     total_weight = jnp.sum(weight)
+
+    def mean_loss(c):
+        raw = jnp.broadcast_to(c, (weight.shape[0], n_outputs))
+        return jnp.sum(weight * values(y, raw)) / total_weight
 
     def step(c, _):
         raw = jnp.broadcast_to(c, (weight.shape[0], n_outputs))
@@ -149,7 +155,14 @@ def newton_constant(loss: Loss, vector_output: bool, y, weight: jax.Array, n_out
         G = weight @ g
         H = weight @ h
         H = jnp.where(H > 1e-6 * total_weight, H, total_weight)
-        return c - G / H, None
+        direction = -G / H
+        now = mean_loss(c)
+        scales = 0.5 ** jnp.arange(n_halvings, dtype=jnp.float32)
+        trial = jax.vmap(lambda a: mean_loss(c + a * direction))(scales)
+        better = jnp.isfinite(trial) & (trial <= now)
+        # The largest step that does not increase the loss; none: stay.
+        scale = jnp.where(better.any(), scales[jnp.argmax(better)], 0.0)
+        return c + scale * direction, None
 
     c, _ = jax.lax.scan(step, jnp.zeros((n_outputs,), jnp.float32), None, length=n_steps)
     return c

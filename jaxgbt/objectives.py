@@ -115,6 +115,7 @@ def _is_class_label(y) -> bool:
 
 def _is_interval(y) -> bool:
     return (y.ndim == 2 and y.shape[1] == 2 and bool((y[:, 0] > 0).all())
+            and bool(np.isfinite(y[:, 0]).all())
             and bool((y[:, 1] >= y[:, 0]).all()))
 
 
@@ -393,8 +394,14 @@ logistic = Objective(
     y_domain=("labels in [0, 1] (0/1 classes or probabilities)", _is_probability))
 
 
+def _positive(value: float, name: str, family: str) -> None:
+    if not value > 0 or not np.isfinite(value):
+        raise ValueError(f"{family} {name}={value} must be a positive number.")
+
+
 def huber(delta: float = 1.0) -> Objective:
     """Huber loss; grown with unit curvature (its Hessian is 0 in the tails)."""
+    _positive(delta, "delta", "huber")
     def loss(y, f):
         return huber_loss(y, f, delta=delta)
 
@@ -403,6 +410,7 @@ def huber(delta: float = 1.0) -> Objective:
 
 
 def pseudo_huber(delta: float = 1.0) -> Objective:
+    _positive(delta, "delta", "pseudo_huber")
     def loss(y, f):
         return pseudo_huber_loss(y, f, delta=delta)
 
@@ -426,8 +434,17 @@ def _n_classes(y) -> int:
     return int(np.max(np.asarray(y))) + 1
 
 
+def _log_class_frequencies(y, weight):
+    # The loss-minimising constant of softmax: log class frequencies (centred), with
+    # absent classes floored so the start stays finite.
+    n_classes = int(np.max(np.asarray(y))) + 1
+    counts = jax.ops.segment_sum(weight, y.astype(jnp.int32), num_segments=n_classes)
+    log_frequency = jnp.log(jnp.maximum(counts / jnp.sum(weight), 1e-6))
+    return log_frequency - jnp.mean(log_frequency)
+
+
 softmax = Objective(
-    "softmax", softmax_loss, link=jax.nn.softmax, init_score=None,
+    "softmax", softmax_loss, link=jax.nn.softmax, init_score=_log_class_frequencies,
     y_domain=("class indices 0, 1, ..., K - 1", _is_class_label), n_outputs=_n_classes)
 multi_squared_error = Objective(
     "multi_squared_error", multi_squared_error_loss,
@@ -459,6 +476,8 @@ exponential = Objective(
 
 
 def focal(gamma: float = 2.0) -> Objective:
+    if not gamma >= 0 or not np.isfinite(gamma):
+        raise ValueError(f"focal gamma={gamma} must be a number >= 0.")
     def loss(y, f):
         return focal_loss(y, f, gamma=gamma)
 
@@ -470,7 +489,7 @@ def aft(distribution: str = "normal", sigma: float = 1.0) -> Objective:
     """Accelerated failure time model; y of shape (N, 2): (lower, upper) time bounds."""
     loss = aft_loss_fn(distribution, sigma)
     return Objective(f"aft_{distribution}@{sigma:g}", loss, link=jnp.exp, init_score=_aft_init,
-                     y_domain=("(lower, upper) time bounds with 0 < lower <= upper "
+                     y_domain=("(lower, upper) time bounds with 0 < lower <= upper, lower finite "
                                "(upper = inf for right censoring)", _is_interval),
                      y_allows_inf=True)
 
