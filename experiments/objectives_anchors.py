@@ -1,0 +1,547 @@
+"""Objective anchors: jaxgbt's multiclass, ranking, count, survival and quantile losses next
+to LightGBM, XGBoost and CatBoost on real data.
+
+Run: .venv/bin/python experiments/objectives_anchors.py [--config configs/objectives_anchors.toml]
+
+Five tasks at the settings of tests/test_objectives_real.py, data from ../shared/data:
+LightGBM's multiclass example (softmax), LightGBM's lambdarank example (NDCG@10),
+DoctorVisits (Poisson deviance), Rotterdam (concordance of Cox and AFT models) and CPS1988
+(coverage and pinball loss of quantiles). Every installed library gets the same trees,
+depth, learning rate and L2, and jaxgbt.metrics scores every library's predictions. Prints
+one markdown table per task, plus a multiclass learning curve, CatBoost's seed spread on
+ranking and a k-fold ranking comparison (docs/anchors.md); writes them to results.json.
+Public jaxgbt API only.
+"""
+
+import argparse
+import functools
+import importlib
+import importlib.util
+import json
+import os
+import statistics
+import time
+import tomllib
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import numpy as np
+
+import jaxgbt
+from jaxgbt import metrics
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED_DATA = ROOT.parent / "shared" / "data"
+
+
+class Entry(NamedTuple):
+    """One model of a table: ``fit(train, l2) -> model``, ``predict(model, test) -> array``."""
+
+    library: str
+    objective: str
+    fit: Callable[[Any, float], Any]
+    predict: Callable[[Any, Any], Any]
+    group: str = ""  # rows compared with each other (one quantile level, one survival model)
+
+
+def has(module: str) -> bool:
+    return importlib.util.find_spec(module) is not None
+
+
+# Data ----------------------------------------------------------------------------------
+
+
+def split(cfg, *arrays):
+    """((train arrays), (test arrays)): a permutation fixed by split_seed, first part test."""
+    order = np.random.default_rng(cfg["split_seed"]).permutation(len(arrays[0]))
+    test, train = np.split(order, [round(cfg["test_fraction"] * len(order))])
+    return tuple(a[train] for a in arrays), tuple(a[test] for a in arrays)
+
+
+def csv_table(name: str):
+    path = SHARED_DATA / "rdatasets" / name
+    if not path.exists():
+        return None
+    return np.genfromtxt(path, delimiter=",", names=True, dtype=None, encoding="utf-8")
+
+
+def libsvm(path: Path, n_features: int):
+    """Dense f32[N, F] and labels from a LibSVM file (``label idx:value``, indices from 1)."""
+    lines = path.read_text().splitlines()
+    X = np.zeros((len(lines), n_features), np.float32)
+    y = np.empty(len(lines))
+    for row, line in enumerate(lines):
+        label, *pairs = line.split()
+        y[row] = float(label)
+        for pair in pairs:
+            index, value = pair.split(":")
+            X[row, int(index) - 1] = float(value)
+    return X, y
+
+
+def load_multiclass(cfg):
+    folder = SHARED_DATA / "lightgbm"
+    if not (folder / "multiclass.train").exists():
+        return None
+    tables = [np.loadtxt(folder / name, delimiter="\t")
+              for name in ("multiclass.train", "multiclass.test")]
+    return tuple((t[:, 1:].astype(np.float32), t[:, 0]) for t in tables)
+
+
+def load_rank(cfg):
+    """Train and test as (X, y, query sizes, per-row query ids)."""
+    folder = SHARED_DATA / "lightgbm"
+    if not (folder / "rank.train").exists():
+        return None
+    parts = []
+    for name in ("rank.train", "rank.test"):
+        X, y = libsvm(folder / name, cfg["rank"]["n_features"])
+        sizes = np.loadtxt(folder / f"{name}.query", dtype=np.int64)
+        parts.append((X, y, sizes, np.repeat(np.arange(sizes.size), sizes)))
+    return tuple(parts)
+
+
+def load_doctor_visits(cfg):
+    """y = visits; gender (male 1) and private, freepoor, freerepat, nchronic, lchronic
+    (yes 1) as 0/1; age, income, illness, reduced, health as they are."""
+    table = csv_table("DoctorVisits.csv")
+    if table is None:
+        return None
+    names = [n for n in table.dtype.names if n not in ("rownames", "visits")]
+    columns = [(table[n] == ("male" if n == "gender" else "yes")) if table[n].dtype.kind == "U"
+               else table[n] for n in names]
+    return split(cfg, np.column_stack(columns).astype(np.float32),
+                 table["visits"].astype(np.float64))
+
+
+def load_rotterdam(cfg):
+    """y = (dtime, death); year, age, meno, size (ordered codes <=20: 0, 20-50: 1, >50: 2),
+    grade, nodes, pgr, er, hormon, chemo. The relapse pair (rtime, recur) is dropped."""
+    table = csv_table("rotterdam.csv")
+    if table is None:
+        return None
+    dropped = ("rownames", "pid", "rtime", "recur", "dtime", "death")
+    size = np.array(["<=20", "20-50", ">50"])
+    columns = [np.argmax(table[n][:, None] == size, axis=1) if n == "size" else table[n]
+               for n in table.dtype.names if n not in dropped]
+    time_event = np.column_stack([table["dtime"], table["death"]]).astype(np.float64)
+    return split(cfg, np.column_stack(columns).astype(np.float32), time_event)
+
+
+def load_cps1988(cfg):
+    """y = log(wage); as experiments/anchors.py and the tests."""
+    table = csv_table("CPS1988.csv")
+    if table is None:
+        return None
+    codes = [np.unique(table[name], return_inverse=True)[1]
+             for name in ("ethnicity", "smsa", "region", "parttime")]
+    X = np.column_stack([table["education"], table["experience"], *codes]).astype(np.float32)
+    return split(cfg, X, np.log(table["wage"].astype(np.float64)))
+
+
+# Models --------------------------------------------------------------------------------
+
+
+@functools.cache
+def objective(name: str) -> jaxgbt.Objective:
+    # Resolved once per name: "quantile@0.9" or "aft" builds a new loss function each time
+    # it is resolved, and a new function compiles anew; the timed refits would include it.
+    return jaxgbt.objectives.resolve(name)
+
+
+def jaxgbt_fit(cfg, loss: str, **extra):
+    def fit(train, l2):
+        X, y, *rest = train
+        group = {"group": rest[1]} if len(rest) == 2 else {}
+        return jaxgbt.fit(objective(loss), X, y, n_trees=cfg["n_trees"], depth=cfg["depth"],
+                          learning_rate=cfg["learning_rate"], l2=l2, seed=cfg["seed"],
+                          **group, **extra)
+
+    return fit
+
+
+def anchor_params(library: str, cfg, l2: float, **extra) -> dict:
+    T, D, rate, jobs, seed = (cfg[k] for k in ("n_trees", "depth", "learning_rate", "threads",
+                                               "seed"))
+    common = {
+        "lightgbm": dict(n_estimators=T, max_depth=D, num_leaves=2**D, learning_rate=rate,
+                         reg_lambda=l2, n_jobs=jobs, random_state=seed, verbose=-1),
+        "xgboost": dict(n_estimators=T, max_depth=D, learning_rate=rate, reg_lambda=l2,
+                        tree_method="hist", n_jobs=jobs, random_state=seed),
+        "catboost": dict(iterations=T, depth=D, learning_rate=rate, l2_leaf_reg=l2,
+                         border_count=cfg["border_count"], grow_policy="SymmetricTree",
+                         thread_count=jobs, random_seed=seed, verbose=0,
+                         allow_writing_files=False),
+    }[library]
+    return {**common, **extra}
+
+
+def anchor_fit(cfg, library: str, estimator: str, **extra):
+    """fit(train, l2) for a scikit-learn style estimator of LightGBM, XGBoost or CatBoost."""
+    def fit(train, l2):
+        X, y, *rest = train
+        model = getattr(importlib.import_module(library), estimator)(
+            **anchor_params(library, cfg, l2, **extra))
+        if estimator == "LGBMRanker":
+            return model.fit(X, y, group=rest[0])
+        if estimator == "CatBoostRanker":
+            return model.fit(X, y, group_id=rest[1])
+        return model.fit(X, y)
+
+    return fit
+
+
+def predict(model, test):
+    return np.asarray(model.predict(test[0]))
+
+
+def predict_proba(model, test):
+    return np.asarray(model.predict_proba(test[0]))
+
+
+# Tasks ---------------------------------------------------------------------------------
+
+
+def multiclass_entries(cfg) -> list[Entry]:
+    entries = [Entry("jaxgbt", "softmax", jaxgbt_fit(cfg, "softmax"), predict_proba_jaxgbt),
+               Entry("jaxgbt", "softmax, hessian=full", jaxgbt_fit(cfg, "softmax",
+                                                                   hessian="full"),
+                     predict_proba_jaxgbt)]
+    if has("lightgbm"):
+        entries.append(Entry("lightgbm", "multiclass", anchor_fit(
+            cfg, "lightgbm", "LGBMClassifier", objective="multiclass"), predict_proba))
+    if has("catboost"):
+        entries.append(Entry("catboost", "MultiClass", anchor_fit(
+            cfg, "catboost", "CatBoostClassifier", loss_function="MultiClass"), predict_proba))
+    return entries
+
+
+def predict_proba_jaxgbt(model, test):
+    return np.asarray(model.predict(test[0]))  # softmax's link gives probabilities
+
+
+def rank_entries(cfg, catboost_seed: int | None = None) -> list[Entry]:
+    entries = [Entry("jaxgbt", loss, jaxgbt_fit(cfg, loss), predict)
+               for loss in ("lambdarank_ndcg", "pairwise_logistic", "listwise_softmax")]
+    if has("lightgbm"):
+        entries.append(Entry("lightgbm", "lambdarank", anchor_fit(
+            cfg, "lightgbm", "LGBMRanker", objective="lambdarank"), predict))
+    if has("catboost"):
+        seed = cfg["seed"] if catboost_seed is None else catboost_seed
+        entries += [Entry("catboost", loss, anchor_fit(cfg, "catboost", "CatBoostRanker",
+                                                       loss_function=loss, random_seed=seed),
+                          predict)
+                    for loss in ("YetiRank", "PairLogit", "QuerySoftMax", "LambdaMart")]
+    return entries
+
+
+def poisson_entries(cfg) -> list[Entry]:
+    entries = [Entry("jaxgbt", "poisson", jaxgbt_fit(cfg, "poisson"), predict)]
+    if has("lightgbm"):
+        entries.append(Entry("lightgbm", "poisson", anchor_fit(
+            cfg, "lightgbm", "LGBMRegressor", objective="poisson"), predict))
+    if has("xgboost"):
+        entries.append(Entry("xgboost", "count:poisson", anchor_fit(
+            cfg, "xgboost", "XGBRegressor", objective="count:poisson"), predict))
+    if has("catboost"):
+        entries.append(Entry("catboost", "Poisson", anchor_fit(
+            cfg, "catboost", "CatBoostRegressor", loss_function="Poisson"), predict))
+    return entries
+
+
+def aft_bounds(time_event):
+    """(lower, upper) bounds of the event time: equal for an event, upper inf if censored."""
+    time, event = time_event[:, 0], time_event[:, 1]
+    return np.column_stack([time, np.where(event > 0, time, np.inf)])
+
+
+def survival_entries(cfg) -> list[Entry]:
+    cox, aft = jaxgbt_fit(cfg, "cox"), jaxgbt_fit(cfg, "aft")
+    entries = [Entry("jaxgbt", "cox", cox, predict, "cox"),
+               Entry("jaxgbt", "aft (normal, sigma 1)",
+                     lambda train, l2: aft((train[0], aft_bounds(train[1])), l2),
+                     lambda model, test: -predict(model, test), "aft")]
+    if has("xgboost"):
+        import xgboost
+
+        def cox_anchor(train, l2):
+            X, (time, event) = train[0], train[1].T
+            # XGBoost's Cox label: the time of an event, minus the time of a censored row.
+            label = np.where(event > 0, time, -time)
+            return anchor_fit(cfg, "xgboost", "XGBRegressor", objective="survival:cox")(
+                (X, label), l2)
+
+        def aft_anchor(train, l2):
+            bounds = aft_bounds(train[1])
+            data = xgboost.DMatrix(train[0], label_lower_bound=bounds[:, 0],
+                                   label_upper_bound=bounds[:, 1])
+            params = dict(objective="survival:aft", aft_loss_distribution="normal",
+                          aft_loss_distribution_scale=1.0, max_depth=cfg["depth"],
+                          learning_rate=cfg["learning_rate"], reg_lambda=l2,
+                          tree_method="hist", nthread=cfg["threads"], seed=cfg["seed"])
+            return xgboost.train(params, data, num_boost_round=cfg["n_trees"])
+
+        entries += [Entry("xgboost", "survival:cox", cox_anchor, predict, "cox"),
+                    Entry("xgboost", "survival:aft (normal, scale 1)", aft_anchor,
+                          lambda model, test: -model.predict(xgboost.DMatrix(test[0])), "aft")]
+    return entries
+
+
+def quantile_entries(cfg) -> list[Entry]:
+    entries = []
+    for alpha in (0.9, 0.1):
+        group = f"{alpha:g}"
+        entries.append(Entry("jaxgbt", f"quantile@{alpha:g}",
+                             jaxgbt_fit(cfg, f"quantile@{alpha:g}"), predict, group))
+        if has("lightgbm"):
+            entries.append(Entry("lightgbm", f"quantile, alpha={alpha:g}", anchor_fit(
+                cfg, "lightgbm", "LGBMRegressor", objective="quantile", alpha=alpha),
+                predict, group))
+        if has("xgboost"):
+            entries.append(Entry("xgboost", f"reg:quantileerror, alpha={alpha:g}", anchor_fit(
+                cfg, "xgboost", "XGBRegressor", objective="reg:quantileerror",
+                quantile_alpha=alpha), predict, group))
+        if has("catboost"):
+            entries.append(Entry("catboost", f"Quantile:alpha={alpha:g}", anchor_fit(
+                cfg, "catboost", "CatBoostRegressor", loss_function=f"Quantile:alpha={alpha:g}"),
+                predict, group))
+    return entries
+
+
+def score_quantile(test, prediction, group):
+    alpha = float(group)
+    y = test[1]
+    return {"test coverage": float(np.mean(y <= prediction)),
+            "test pinball": float(metrics.pinball(alpha)(y, prediction))}
+
+
+class Task(NamedTuple):
+    title: str
+    load: Callable
+    entries: Callable
+    score: Callable  # score(test, prediction, group) -> {metric name: value}
+    versus: tuple  # ((column, library, objective or None for the row's group), ...)
+    relative: bool = True  # "vs" columns as ratios - 1, else as differences
+
+
+TASKS = {
+    "multiclass": Task(
+        "LightGBM multiclass example (softmax)", load_multiclass, multiclass_entries,
+        lambda test, p, g: {"test multi_logloss": float(metrics.multi_logloss(test[1], p)),
+                            "test accuracy": float(metrics.accuracy(test[1], p))},
+        (("vs LightGBM", "lightgbm", "multiclass"), ("vs CatBoost", "catboost", "MultiClass"))),
+    "rank": Task(
+        "LightGBM lambdarank example (NDCG@10)", load_rank, rank_entries,
+        lambda test, p, g: {"test NDCG@10": float(metrics.ndcg_at(10)(test[1], p,
+                                                                      group=test[3]))},
+        (("vs LightGBM lambdarank", "lightgbm", "lambdarank"),
+         ("vs CatBoost YetiRank", "catboost", "YetiRank"))),
+    "poisson": Task(
+        "DoctorVisits (Poisson)", load_doctor_visits, poisson_entries,
+        lambda test, p, g: {"test Poisson deviance": float(metrics.poisson_deviance(test[1],
+                                                                                    p))},
+        (("vs CatBoost", "catboost", "Poisson"), ("vs LightGBM", "lightgbm", "poisson"),
+         ("vs XGBoost", "xgboost", "count:poisson"))),
+    "survival": Task(
+        "Rotterdam (death; Cox and AFT)", load_rotterdam, survival_entries,
+        lambda test, risk, g: {"test C-index": float(metrics.concordance_index(test[1],
+                                                                               risk))},
+        (("minus XGBoost's", "xgboost", None),), relative=False),
+    "quantile": Task(
+        "CPS1988 (quantiles of log wage)", load_cps1988, quantile_entries, score_quantile,
+        (("pinball vs LightGBM", "lightgbm", None),)),
+}
+
+
+# Running -------------------------------------------------------------------------------
+
+
+def timed_fits(fit, train, l2: float, repeats: int):
+    """(model, wall seconds of the first fit, median wall and CPU seconds of ``repeats``
+    more fits). CPU seconds (all of the process's threads) move less than wall seconds
+    when other processes share the cores."""
+    wall, cpu = [], []
+    for _ in range(1 + repeats):
+        start, start_cpu = time.perf_counter(), time.process_time()
+        model = fit(train, l2)
+        wall.append(time.perf_counter() - start)
+        cpu.append(time.process_time() - start_cpu)
+    if not repeats:
+        return model, wall[0], float("nan"), float("nan")
+    return model, wall[0], statistics.median(wall[1:]), statistics.median(cpu[1:])
+
+
+def run_task(task: Task, data, cfg) -> list[dict]:
+    train, test = data
+    rows = []
+    for l2 in cfg["l2_values"]:
+        for entry in task.entries(cfg):
+            model, first_s, median_s, cpu_s = timed_fits(entry.fit, train, l2, cfg["repeats"])
+            scores = task.score(test, entry.predict(model, test), entry.group)
+            rows.append(dict(l2=l2, library=entry.library, objective=entry.objective,
+                             group=entry.group, **scores, first_fit_s=first_s, fit_s=median_s,
+                             fit_cpu_s=cpu_s))
+            print(f"  l2={l2:g} {entry.library} {entry.objective}: {scores} "
+                  f"({first_s:.2f} s)", flush=True)
+    return rows
+
+
+def versus(task: Task, row: dict, rows: list[dict], metric: str) -> list[str]:
+    cells = []
+    for _, library, objective_name in task.versus:
+        anchor = next((r for r in rows if r["l2"] == row["l2"] and r["library"] == library
+                       and r["group"] == row["group"]
+                       and (objective_name is None or r["objective"] == objective_name)), None)
+        if anchor is None:
+            cells.append("")
+        elif task.relative:
+            cells.append(f"{row[metric] / anchor[metric] - 1:+.2%}")
+        else:
+            cells.append(f"{row[metric] - anchor[metric]:+.4f}")
+    return cells
+
+
+def number(value: float) -> str:
+    return f"{value:.4f}" if abs(value) >= 0.1 else f"{value:.5f}"
+
+
+def markdown(task: Task, rows: list[dict], repeats: int) -> str:
+    names = [k for k in rows[0] if k.startswith("test ")]
+    compared = names[-1] if task.score is score_quantile else names[0]
+    head = ["l2", "library", "objective", *names, *(c for c, _, _ in task.versus),
+            "first fit s", f"fit s (median of {repeats})", "fit CPU s"]
+    lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
+    for r in rows:
+        cells = [f"{r['l2']:g}", r["library"], r["objective"], *(number(r[n]) for n in names),
+                 *versus(task, r, rows, compared), f"{r['first_fit_s']:.2f}",
+                 f"{r['fit_s']:.2f}", f"{r['fit_cpu_s']:.2f}"]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+# Extra views: learning curve, seed spread, k-fold ----------------------------------------
+
+
+def softmax_rows(raw):
+    e = np.exp(raw - raw.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def multiclass_curve(data, cfg) -> str:
+    """Test multi_logloss after curve_trees trees, from one fit of max(curve_trees) trees."""
+    (train, test), points = data, cfg["multiclass"]["curve_trees"]
+    long = {**cfg, "n_trees": max(points)}
+    staged = {
+        "jaxgbt softmax": lambda m: softmax_rows(np.asarray(m.staged_predict_raw(test[0]))),
+        "jaxgbt softmax, hessian=full":
+            lambda m: softmax_rows(np.asarray(m.staged_predict_raw(test[0]))),
+        "lightgbm multiclass": lambda m: [m.predict_proba(test[0], num_iteration=t)
+                                          for t in range(1, max(points) + 1)],
+        "catboost MultiClass": lambda m: list(m.staged_predict_proba(test[0])),
+    }
+    lines = ["| l2 | model | " + " | ".join(f"{t} trees" for t in points) + " |",
+             "|" + " --- |" * (2 + len(points))]
+    for l2 in cfg["l2_values"]:
+        for entry in multiclass_entries(long):
+            name = f"{entry.library} {entry.objective}"
+            curve = staged[name](entry.fit(train, l2))
+            losses = [float(metrics.multi_logloss(test[1], curve[t - 1])) for t in points]
+            lines.append(f"| {l2:g} | {name} | " + " | ".join(f"{v:.4f}" for v in losses) + " |")
+    return "\n".join(lines)
+
+
+def rank_seed_spread(data, cfg) -> str:
+    """Test NDCG@10 of CatBoost's ranking losses for each of catboost_seeds."""
+    if not has("catboost"):
+        return "catboost not installed"
+    train, test = data
+    seeds, l2 = cfg["rank"]["catboost_seeds"], cfg["l2_values"][0]
+    lines = ["| l2 | CatBoost loss | " + " | ".join(f"seed {s}" for s in seeds) + " |",
+             "|" + " --- |" * (2 + len(seeds))]
+    scores: dict[str, list[float]] = {}
+    for seed in seeds:
+        for entry in rank_entries(cfg, catboost_seed=seed):
+            if entry.library == "catboost":
+                model = entry.fit(train, l2)
+                scores.setdefault(entry.objective, []).append(
+                    float(metrics.ndcg_at(10)(test[1], predict(model, test), group=test[3])))
+    for loss, values in scores.items():
+        lines.append(f"| {l2:g} | {loss} | " + " | ".join(f"{v:.4f}" for v in values) + " |")
+    return "\n".join(lines)
+
+
+def rank_cv(data, cfg) -> str:
+    """Mean test NDCG@10 (± standard error over folds) of k folds over all queries."""
+    (train, test), folds, l2 = data, cfg["rank"]["cv_folds"], cfg["l2_values"][0]
+    X = np.concatenate([train[0], test[0]])
+    y = np.concatenate([train[1], test[1]])
+    sizes = np.concatenate([train[2], test[2]])
+    query = np.repeat(np.arange(sizes.size), sizes)
+    fold_of_query = np.random.default_rng(cfg["seed"]).permutation(sizes.size) % folds
+    scores: dict[str, list[float]] = {}
+    for fold in range(folds):
+        parts = []
+        for keep in (fold_of_query != fold, fold_of_query == fold):
+            rows = keep[query]  # queries stay whole and in order
+            kept_sizes = sizes[keep]
+            parts.append((X[rows], y[rows], kept_sizes,
+                          np.repeat(np.arange(kept_sizes.size), kept_sizes)))
+        for entry in rank_entries(cfg):
+            model = entry.fit(parts[0], l2)
+            score = float(metrics.ndcg_at(10)(parts[1][1], predict(model, parts[1]),
+                                              group=parts[1][3]))
+            scores.setdefault(f"{entry.library} {entry.objective}", []).append(score)
+        print(f"  fold {fold}: done", flush=True)
+    lines = [f"| l2 | model | mean NDCG@10 over {folds} folds | standard error | folds |",
+             "| --- | --- | --- | --- | --- |"]
+    for name, values in scores.items():
+        error = np.std(values, ddof=1) / np.sqrt(len(values))
+        lines.append(f"| {l2:g} | {name} | {np.mean(values):.4f} | {error:.4f} | "
+                     + ", ".join(f"{v:.4f}" for v in values) + " |")
+    return "\n".join(lines)
+
+
+# task -> (title, function, the config setting that switches it off when empty or 0)
+EXTRAS = {"multiclass": [("learning curve", multiclass_curve, "curve_trees")],
+          "rank": [("CatBoost seed spread", rank_seed_spread, "catboost_seeds"),
+                   ("k-fold", rank_cv, "cv_folds")]}
+
+
+def main(config_path: Path, only: list[str] | None = None) -> dict:
+    cfg = tomllib.loads(config_path.read_text())
+    results: dict[str, Any] = {}
+    for name, task in TASKS.items():
+        if only and name not in only:
+            continue
+        data = task.load(cfg)
+        if data is None:
+            print(f"\n{name}: data not found under {SHARED_DATA}; skipped")
+            continue
+        print(f"\n{name}: {task.title}; train {len(data[0][1])} rows, test {len(data[1][1])}",
+              flush=True)
+        load_before = os.getloadavg()[0]
+        rows = run_task(task, data, cfg)
+        tables = {"main": markdown(task, rows, cfg["repeats"])}
+        # Fit seconds mean little when other processes share the cores: say how busy they were.
+        load = f"load average {load_before:.1f} before, {os.getloadavg()[0]:.1f} after"
+        print(f"\n{tables['main']}\n\n({load} on {os.cpu_count()} cores)", flush=True)
+        for title, extra, setting in EXTRAS.get(name, []):
+            if not cfg[name][setting]:
+                continue  # switched off in the config
+            tables[title] = extra(data, cfg)
+            print(f"\n{name}, {title}:\n\n{tables[title]}", flush=True)
+        results[name] = dict(rows=rows, tables=tables, load=load)
+    out = ROOT / cfg["output_dir"]
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "results.json").write_text(json.dumps(dict(config=cfg, results=results), indent=1))
+    return results
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--config", type=Path, default=ROOT / "configs/objectives_anchors.toml")
+    parser.add_argument("--only", nargs="*", choices=list(TASKS),
+                        help="run only these tasks (default: all)")
+    args = parser.parse_args()
+    main(args.config, args.only)
