@@ -8,6 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxgbt import _validation as check
+from jaxgbt import categorical
 from jaxgbt import metrics as metrics_module
 from jaxgbt._derivatives import CURVATURES, newton_constant
 from jaxgbt.binning import apply_bins, compute_thresholds
@@ -29,7 +30,8 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
         n_outputs: int | None = None, link: Link | None = None, hessian: str | None = None,
         hessian_floor=0.0, group=None, subsample=1.0, sampling: str = "bernoulli",
         goss_top_rate=0.2, goss_other_rate=0.1, colsample_bytree=1.0, colsample_bylevel=1.0,
-        monotone_constraints=None, interaction_constraints=None,
+        monotone_constraints=None, interaction_constraints=None, categorical_features=None,
+        one_hot_max_size: int = categorical.ONE_HOT_MAX_SIZE,
         eval_set=None, eval_metric=None, early_stopping_rounds: int | None = None,
         callbacks: Sequence = (), verbose: int = 0,
         init_model: Booster | None = None,
@@ -80,6 +82,12 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
         then monotone in those features for any input (see ``jaxgbt.constraints``).
       interaction_constraints: lists of feature indices allowed in one tree together;
         a feature in no list appears only alone.
+      categorical_features: None or "auto" (a DataFrame's ``category`` columns), or a
+        list of column indices or DataFrame column names that are categorical (the
+        ``category`` columns are always). See ``jaxgbt.categorical``.
+      one_hot_max_size: a categorical column with at most this many categories (missing
+        counted as one) becomes one 0/1 column per category; a larger one becomes
+        ordered target statistics.
       eval_set: validation sets, a list of ``(X, y)``, ``(X, y, sample_weight)`` or dicts
         with keys X, y and optionally sample_weight, group, name. Each is scored after
         every round; the model's ``history`` holds the scores.
@@ -113,6 +121,7 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
     objective = resolve(loss, link)
     kind = _kind(objective, group)
     check.check_params(n_trees, depth, n_bins)
+    X, declared = categorical.read(X, categorical_features)
     X = check.check_X(X)
     y = check.check_y(y, X.shape[0], objective)
     n_outputs, vector_output = _outputs(objective, y, n_outputs, kind)
@@ -123,6 +132,10 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
     params = _params(learning_rate, l2, l1, min_split_gain, min_child_weight, hessian_floor,
                      seed, subsample, goss_top_rate, goss_other_rate, colsample_bytree,
                      colsample_bylevel)
+    encoder, X = _encode(declared, X, y, weight, objective, vector_output, n_outputs,
+                         one_hot_max_size, seed, init_model)
+    monotone_constraints, interaction_constraints = _encoded_constraints(
+        encoder, monotone_constraints, interaction_constraints)
     row_sampling, column_sampling = _sampling_methods(sampling, subsample, colsample_bytree,
                                                       colsample_bylevel)
     params = params._replace(**_constraints(monotone_constraints, interaction_constraints,
@@ -163,7 +176,7 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
     traced = any(check.is_traced(p) for p in jax.tree.leaves((params, weight, start)))
     evaluator = _evaluator(eval_set, eval_metric, early_stopping_rounds, callbacks, verbose,
                            traced, objective, config, X.shape[1], thresholds, start, kind,
-                           init_model, n_trees)
+                           init_model, n_trees, encoder)
     resume, on_chunk = None, evaluator.after_chunk
     if checkpoint_path is not None:
         key = fingerprint(bins, *jax.tree.leaves(y), weight, start, params, objective.name,
@@ -189,7 +202,8 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
     model = Booster(feature=trees.feature, threshold=threshold,
                     default_left=trees.default_left, split_gain=trees.gain,
                     leaf_value=trees.leaf_value, base_score=start, objective=objective,
-                    n_features=X.shape[1], vector_output=vector_output,
+                    n_features=X.shape[1] if encoder is None else encoder.n_features,
+                    vector_output=vector_output, encoder=encoder,
                     best_round=(None if early_stopping_rounds is None or evaluator.best is None
                                 else jnp.asarray(evaluator.best + round_offset, jnp.int32)),
                     history=evaluator.history())
@@ -240,7 +254,7 @@ def _append(first: Booster, then: Booster) -> Booster:
 
 def _evaluator(eval_set, eval_metric, early_stopping_rounds, callbacks, verbose, traced,
                objective, config, n_features, thresholds, start, kind, init_model,
-               n_trees) -> Evaluator:
+               n_trees, encoder=None) -> Evaluator:
     """Validates and bins the validation sets; returns the per-chunk evaluator."""
     if early_stopping_rounds is not None:
         check.check_int(early_stopping_rounds, "early_stopping_rounds", 1)
@@ -269,7 +283,8 @@ def _evaluator(eval_set, eval_metric, early_stopping_rounds, callbacks, verbose,
             raise TypeError(f"eval_set[{i}] must be (X, y), (X, y, sample_weight) or a dict; "
                             f"got {type(entry).__name__}.")
         name = str(fields.get("name", f"valid_{i}"))
-        X_val = check.check_X(fields["X"], f"eval_set[{i}] X")
+        X_val = (check.check_X(fields["X"], f"eval_set[{i}] X") if encoder is None
+                 else encoder.transform(fields["X"], f"eval_set[{i}] X"))
         if X_val.shape[1] != n_features:
             raise ValueError(f"eval_set[{i}] X has {X_val.shape[1]} features but X has "
                              f"{n_features}; pass the same columns.")
@@ -312,6 +327,43 @@ def _checkpointer(path, every: int, key: str, start: int, n_trees: int):
             last_saved = done
 
     return on_chunk
+
+
+def _encode(declared, X: np.ndarray, y, weight, objective: Objective, vector_output: bool,
+            n_outputs: int, one_hot_max_size, seed, init_model):
+    """(Encoder or None, the matrix f32[N, F_enc] the trees split on)."""
+    categorical.check_one_hot_max_size(one_hot_max_size)
+    if init_model is not None and (declared is not None
+                                   or getattr(init_model, "encoder", None) is not None):
+        raise ValueError("init_model cannot continue a model with categorical features yet: "
+                         "their encoding is fitted to the data of one fit. Fit with more "
+                         "n_trees instead.")
+    if declared is None:
+        return None, X
+    targets, why = categorical.statistic_targets(y, objective, vector_output, n_outputs)
+    # A traced seed (vmap over seeds) cannot draw host permutations: they use seed 0.
+    return categorical.fit_encoder(declared, X, targets, why, weight, one_hot_max_size,
+                                   0 if check.is_traced(seed) else seed)
+
+
+def _encoded_constraints(encoder, monotone, interactions):
+    """Constraints on raw columns, restated on the encoded columns they become."""
+    if encoder is None:
+        return monotone, interactions
+    _constraints(monotone, interactions, encoder.n_features)  # checks the raw indices
+    if monotone is not None:
+        directions = (dict(monotone) if isinstance(monotone, dict)
+                      else dict(enumerate(np.asarray(monotone).tolist())))
+        bad = [j for j, d in directions.items()
+               if d != 0 and encoder.columns[j].kind != categorical.NUMERIC]
+        if bad:
+            raise ValueError(f"monotone_constraints: features {bad} are categorical, whose "
+                             "categories have no order; constrain only numeric features.")
+        monotone = {encoder.encoded_columns(j)[0]: d for j, d in directions.items() if d != 0}
+    if interactions is not None:
+        interactions = [sorted({c for j in group for c in encoder.encoded_columns(j)})
+                        for group in interactions]
+    return monotone, interactions
 
 
 def _kind(objective: Objective, group) -> str:

@@ -1,5 +1,7 @@
 """Gradient histograms over (feature, node, bin) with ``jax.ops.segment_sum``."""
 
+import functools
+
 import jax
 import jax.numpy as jnp
 
@@ -11,9 +13,9 @@ import jax.numpy as jnp
 FEATURES_PER_STEP = 32
 
 
-def build_histogram(bins: jax.Array, node: jax.Array, gh: jax.Array, n_nodes: int,
-                    n_bins: int) -> jax.Array:
-    """Sums of g and h per feature, node and bin.
+def _build_histogram(bins: jax.Array, node: jax.Array, gh: jax.Array, n_nodes: int,
+                     n_bins: int) -> jax.Array:
+    """Sums of g and h per feature, node and bin (``build_histogram`` for one model).
 
     Args:
       bins: u8[F, N], feature-major binned data.
@@ -47,3 +49,40 @@ def build_histogram(bins: jax.Array, node: jax.Array, gh: jax.Array, n_nodes: in
         _, hist = jax.lax.scan(lambda carry, step: (carry, features(list(step))), None, steps)
         hist = hist.reshape(n_steps * FEATURES_PER_STEP, -1, gh.shape[1])[:n_features]
     return hist.reshape(n_features, n_nodes, n_bins, gh.shape[1])
+
+
+def build_histogram(bins: jax.Array, node: jax.Array, gh: jax.Array, n_nodes: int,
+                    n_bins: int) -> jax.Array:
+    """Sums of g and h per feature, node and bin: f32[F, n_nodes, B, C].
+
+    Args as in ``_build_histogram``. Under ``jax.vmap`` over models (``jaxgbt.fit_many``,
+    ``jaxgbt.cv``, forests) on CPU, the models' histograms are built one after another.
+    """
+    return _vmappable_histogram(n_nodes, n_bins)(bins, node, gh)
+
+
+@functools.cache
+def _vmappable_histogram(n_nodes: int, n_bins: int):
+    @jax.custom_batching.custom_vmap
+    def histogram(bins, node, gh):
+        return _build_histogram(bins, node, gh, n_nodes, n_bins)
+
+    @histogram.def_vmap
+    def one_model_at_a_time(axis_size, in_batched, *args):
+        # XLA's CPU scatter with a batch dimension (what vmap makes of segment_sum) measured
+        # 6x slower than one model's scatters after another (8 models, 100k rows, 28
+        # features, 32 nodes, 256 bins, 2 cores): each model's histogram stays in cache.
+        # Accelerators keep the batched scatter, which they run in parallel.
+        if jax.default_backend() != "cpu":
+            axes = tuple(0 if batched else None for batched in in_batched)
+            return jax.vmap(functools.partial(_build_histogram, n_nodes=n_nodes, n_bins=n_bins),
+                            in_axes=axes)(*args), True
+
+        def one(batched_args):
+            given = iter(batched_args)
+            return histogram(*[next(given) if batched else arg
+                               for arg, batched in zip(args, in_batched, strict=True)])
+
+        return jax.lax.map(one, tuple(a for a, b in zip(args, in_batched, strict=True) if b)), True
+
+    return histogram

@@ -8,6 +8,10 @@ Format ``jaxgbt.model`` version 1 (documented in docs/model_format.md):
                  "arrays": {NAME: {"dtype": STR, "shape": [..]}}}
   NAME.npy      one per array of the Booster, read with allow_pickle=False
 
+A model with categorical features adds the optional header field "categorical", the
+arrays categories.npy and category_stats.npy, and labels.json (the category labels);
+files without them load as before.
+
 ``save`` writes to a temporary file in the target folder, flushes it to disk and
 renames it over the target, so a crash never leaves a half-written model. ``load``
 checks every field, shape, dtype and range before building a model, and reads no
@@ -16,6 +20,7 @@ member larger than its header says.
 
 import io as _io
 import json
+import math
 import os
 import tempfile
 import warnings
@@ -24,6 +29,7 @@ import zipfile
 import jax.numpy as jnp
 import numpy as np
 
+from jaxgbt import categorical
 from jaxgbt._dtypes import MAX_DEPTH
 from jaxgbt.model import Booster, as_numpy
 from jaxgbt.objectives import Link, Objective, by_name
@@ -37,6 +43,11 @@ MAX_OUTPUTS = 100_000
 # zeros 1000-fold, so this bounds what a small hostile file can make load allocate.
 MAX_LEAF_VALUES = 1 << 28
 _HEADER_BYTES = 1 << 20
+# Categorical features: known categories over all columns, and the bytes of labels.json
+# (kept out of header.json, whose 1 MiB would cap a column at some 50,000 labels).
+MAX_CATEGORIES = 1 << 24
+_LABELS_BYTES = 1 << 26
+LABELS_MEMBER = "labels.json"
 _NPY_HEADER_SLACK = 4096  # the .npy preamble is at most a few hundred bytes
 
 _DTYPES = {"feature": "int32", "threshold": "float32", "default_left": "bool",
@@ -75,15 +86,39 @@ def save(model: Booster, path) -> None:
         "history": None if model.history is None else {
             key: [None if np.isnan(v) else float(v) for v in np.asarray(values, np.float64)]
             for key, values in model.history.items()},
-        "arrays": {name: {"dtype": str(a.dtype), "shape": list(a.shape)}
-                   for name, a in arrays.items()},
     }
-    write_archive(path, header, arrays)
+    members = {}
+    if model.encoder is not None:
+        header["categorical"], encoder_arrays, labels = _encoder_record(model.encoder)
+        arrays.update(encoder_arrays)
+        if labels:
+            members[LABELS_MEMBER] = json.dumps(labels).encode()
+    header["arrays"] = {name: {"dtype": str(a.dtype), "shape": list(a.shape)}
+                        for name, a in arrays.items()}
+    write_archive(path, header, arrays, members)
 
 
-def write_archive(path, header: dict, arrays: dict[str, np.ndarray]) -> None:
-    """Writes header.json and one .npy per array into a zip at ``path``, atomically:
-    a temporary file in the same folder, flushed and fsynced, then renamed."""
+def _encoder_record(encoder: categorical.Encoder):
+    """(the header's "categorical" field, its arrays, the labels of labelled columns)."""
+    columns, labels = [], []
+    for index, (column, names) in enumerate(zip(encoder.columns, encoder.labels, strict=True)):
+        if column.kind == categorical.NUMERIC:
+            continue
+        columns.append({"index": index, "kind": column.kind,
+                        "n_categories": column.n_categories, "missing": column.missing,
+                        "labelled": names is not None})
+        if names is not None:
+            labels.append(list(names))
+    arrays = {"categories": np.asarray(encoder.categories, np.float32),
+              "category_stats": np.asarray(encoder.stats, np.float32)}
+    return {"n_targets": encoder.n_targets, "columns": columns}, arrays, labels
+
+
+def write_archive(path, header: dict, arrays: dict[str, np.ndarray],
+                  members: dict[str, bytes] | None = None) -> None:
+    """Writes header.json, one .npy per array and any other ``members`` (name: bytes)
+    into a zip at ``path``, atomically: a temporary file in the same folder, flushed and
+    fsynced, then renamed."""
     path = os.fspath(path)
     folder = os.path.dirname(os.path.abspath(path))
     handle, temporary = tempfile.mkstemp(prefix=".jaxgbt-", suffix=".tmp", dir=folder)
@@ -95,6 +130,8 @@ def write_archive(path, header: dict, arrays: dict[str, np.ndarray]) -> None:
                     buffer = _io.BytesIO()
                     np.save(buffer, array, allow_pickle=False)
                     archive.writestr(f"{name}.npy", buffer.getvalue())
+                for name, data in (members or {}).items():
+                    archive.writestr(name, data)
             file.flush()
             os.fsync(file.fileno())
         # mkstemp creates the file private (0600); give it the mode a plain open() would.
@@ -205,8 +242,10 @@ def load(path, link: Link | None = None) -> Booster:
             _fail(path, f"{T} trees x {2**D} leaves x {K} outputs is too large to load")
         arrays = {field: read_array(archive, field, _DTYPES[field], shape, path)
                   for field, shape in _expected_shapes(T, D, K).items()}
-    if ((arrays["feature"] < 0) | (arrays["feature"] >= F)).any():
-        _fail(path, f"feature indices must lie in [0, {F})")
+        encoder = _read_encoder(archive, header, F, path)
+    split_features = F if encoder is None else encoder.n_encoded
+    if ((arrays["feature"] < 0) | (arrays["feature"] >= split_features)).any():
+        _fail(path, f"feature indices must lie in [0, {split_features})")
     if np.isnan(arrays["threshold"]).any() or np.isneginf(arrays["threshold"]).any():
         _fail(path, "thresholds must be finite or +inf")
     for field in ("leaf_value", "base_score", "split_gain"):
@@ -232,7 +271,7 @@ def load(path, link: Link | None = None) -> Booster:
                       stacklevel=2)
     return Booster(**{k: jnp.asarray(v) for k, v in arrays.items()}, objective=objective,
                    n_features=F, vector_output=vector_output, best_round=best_round,
-                   history=history)
+                   history=history, encoder=encoder)
 
 
 def _read_training_record(header: dict, n_trees: int, path):
@@ -254,3 +293,94 @@ def _read_training_record(header: dict, n_trees: int, path):
             _fail(path, f"history[{key!r}] must be a list of at most {n_trees} numbers")
         record[key] = jnp.asarray([np.nan if v is None else v for v in values], jnp.float32)
     return best, record
+
+
+_COLUMN_KEYS = {"index", "kind", "n_categories", "missing", "labelled"}
+
+
+def _read_encoder(archive: zipfile.ZipFile, header: dict, n_features: int, path):
+    """The optional categorical Encoder of a model file (None when absent), checked:
+    column layout, sizes, finite statistics, increasing categories, and labels."""
+    record = header.get("categorical")
+    if record is None:
+        return None
+    if not isinstance(record, dict) or set(record) != {"n_targets", "columns"}:
+        _fail(path, "categorical must be an object with keys n_targets and columns")
+    n_targets = header_int(record, "n_targets", 1, MAX_OUTPUTS, path)
+    entries = record["columns"]
+    if not isinstance(entries, list) or not 1 <= len(entries) <= n_features:
+        _fail(path, f"categorical columns must be a list of 1 to {n_features} entries")
+    described = {}
+    for entry in entries:
+        if not isinstance(entry, dict) or set(entry) != _COLUMN_KEYS:
+            _fail(path, f"each categorical column must have the keys {sorted(_COLUMN_KEYS)}")
+        index = header_int(entry, "index", 0, n_features - 1, path)
+        size = header_int(entry, "n_categories", 0, MAX_CATEGORIES, path)
+        kind, missing, labelled = entry["kind"], entry["missing"], entry["labelled"]
+        if (kind not in (categorical.ONE_HOT, categorical.TARGET) or not isinstance(missing, bool)
+                or not isinstance(labelled, bool) or (kind == categorical.TARGET and missing)):
+            _fail(path, "a categorical column's kind must be one_hot or target, and missing "
+                        "and labelled booleans (missing false for target)")
+        if index in described or (described and index < max(described)):
+            _fail(path, "categorical column indices must be increasing")
+        described[index] = (kind, size, missing, labelled)
+    n_categories = sum(size for _, size, _, _ in described.values())
+    n_stats = sum(size + 2 for kind, size, _, _ in described.values()
+                  if kind == categorical.TARGET)
+    width = n_features + sum((size + missing if kind == categorical.ONE_HOT else n_targets) - 1
+                             for kind, size, missing, _ in described.values())
+    if n_categories > MAX_CATEGORIES or n_stats * n_targets > MAX_LEAF_VALUES \
+            or not 1 <= width <= MAX_FEATURES:
+        _fail(path, "the categorical encoding is too large to load")
+    known = read_array(archive, "categories", "float32", (n_categories,), path)
+    stats = read_array(archive, "category_stats", "float32", (n_stats, n_targets), path)
+    if not np.isfinite(known).all() or not np.isfinite(stats).all():
+        _fail(path, "categories and category_stats must be finite")
+    labels = _read_labels(archive, [size for _, size, _, labelled in described.values()
+                                    if labelled], path)
+    columns, all_labels, offset, stats_offset = [], [], 0, 0
+    for index in range(n_features):
+        if index not in described:
+            columns.append(categorical.Column(categorical.NUMERIC))
+            all_labels.append(None)
+            continue
+        kind, size, missing, labelled = described[index]
+        values = known[offset:offset + size]
+        if labelled and not np.array_equal(values, np.arange(size, dtype=np.float32)):
+            _fail(path, f"the categories of labelled column {index} must be 0, 1, ..., {size - 1}")
+        if (np.diff(values) <= 0).any():
+            _fail(path, f"the categories of column {index} must be increasing")
+        columns.append(categorical.Column(
+            kind, size, offset, missing, stats_offset if kind == categorical.TARGET else 0))
+        all_labels.append(labels.pop(0) if labelled else None)
+        offset += size
+        stats_offset += size + 2 if kind == categorical.TARGET else 0
+    return categorical.Encoder(jnp.asarray(known), jnp.asarray(stats), tuple(columns),
+                               tuple(all_labels))
+
+
+def _read_labels(archive: zipfile.ZipFile, sizes: list[int], path) -> list[tuple]:
+    """labels.json: one list of distinct labels (str, int or finite float) per labelled
+    column, of the sizes the header gives."""
+    if not sizes:
+        return []
+    try:
+        info = archive.getinfo(LABELS_MEMBER)
+    except KeyError:
+        _fail(path, f"it has labelled categorical columns but no {LABELS_MEMBER}")
+    if info.file_size > _LABELS_BYTES:
+        _fail(path, f"{LABELS_MEMBER} declares {info.file_size} bytes (limit {_LABELS_BYTES})")
+    try:
+        labels = json.loads(archive.read(info).decode("utf-8"))
+    except Exception as error:  # noqa: BLE001 - bad zip data, not UTF-8, not JSON, too deep
+        _fail(path, f"{LABELS_MEMBER} could not be read ({type(error).__name__}: {error})")
+    if not isinstance(labels, list) or [len(x) if isinstance(x, list) else -1
+                                        for x in labels] != sizes:
+        _fail(path, f"{LABELS_MEMBER} must hold one list per labelled column, of sizes {sizes}")
+    for names in labels:
+        if not all(isinstance(v, str) or (isinstance(v, int) and not isinstance(v, bool))
+                   or (isinstance(v, float) and math.isfinite(v)) for v in names):
+            _fail(path, f"{LABELS_MEMBER} labels must be strings or finite numbers")
+        if len(set(names)) != len(names):
+            _fail(path, f"{LABELS_MEMBER} labels of a column must be distinct")
+    return [tuple(names) for names in labels]

@@ -11,6 +11,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxgbt.categorical import Encoder
 from jaxgbt.objectives import Objective
 
 
@@ -34,6 +35,9 @@ class Booster:
         eval_set and early stopping, else None. ``predict`` uses trees 0..best_round
         unless told otherwise.
       history: {"<set>:<metric>": f32[T]}: validation scores after each round, or None.
+      encoder: maps raw X (N, F) to the columns the trees split on when the model has
+        categorical features (``jaxgbt.categorical``), else None; ``feature`` then
+        indexes its output, of width ``n_split_features``.
     """
 
     feature: jax.Array
@@ -47,6 +51,7 @@ class Booster:
     vector_output: bool = dataclasses.field(default=False, metadata=dict(static=True))
     best_round: jax.Array | None = None
     history: dict[str, jax.Array] | None = None
+    encoder: Encoder | None = None
 
     @property
     def n_trees(self) -> int:
@@ -60,9 +65,22 @@ class Booster:
     def n_outputs(self) -> int:
         return self.leaf_value.shape[-1]
 
+    @property
+    def n_split_features(self) -> int:
+        """Columns the trees split on: F, or the encoder's output width."""
+        return self.n_features if self.encoder is None else self.encoder.n_encoded
+
     def _check_X(self, X) -> jax.Array:
         from jaxgbt._validation import check_predict_X, is_traced
 
+        if self.encoder is not None:
+            # A jax array holds codes already (``encoder.to_codes``), so jit works;
+            # anything else is read on the host, labels included.
+            if not isinstance(X, jax.Array):
+                X = self.encoder.to_codes(X)
+            elif X.ndim != 2 or X.shape[1] != self.n_features:
+                check_predict_X(X, self.n_features)
+            return self.encoder.encode(jnp.asarray(X, jnp.float32))
         if not is_traced(X):
             check_predict_X(X, self.n_features)
         return jnp.asarray(X, jnp.float32)
@@ -76,7 +94,8 @@ class Booster:
         """Raw margins: f32[N] for scalar models, f32[N, K] for vector outputs.
 
         Args:
-          X: array of shape (N, F); NaN is a missing value.
+          X: array of shape (N, F); NaN is a missing value. With categorical
+            features also a DataFrame or object array holding their labels.
           n_trees: use only the first n_trees trees (default: all of them, or those up
             to ``best_round`` when early stopping chose one; pass ``self.n_trees`` to
             use every tree then).
@@ -119,6 +138,19 @@ class Booster:
         per_tree = jnp.take_along_axis(self.leaf_value, leaves.T[:, :, None], axis=1)  # [T, N, K]
         staged = self.base_score[None, None] + jnp.cumsum(per_tree, axis=0)
         return staged if self.vector_output else staged[..., 0]
+
+    def __getitem__(self, index) -> "Booster":
+        """Member ``index`` of a stacked model (from ``jaxgbt.fit_many``, ``jaxgbt.cv``
+        or ``jax.vmap(jaxgbt.fit)``): an ordinary Booster. Slices and index arrays give
+        stacked models."""
+        if self.feature.ndim <= 2:
+            raise TypeError("this Booster is one model; only stacked models (from fit_many, "
+                            "cv or jax.vmap(fit)) can be indexed.")
+        n_members = self.feature.shape[0]
+        # An integer past the end raises (JAX would clamp it), which also ends iteration.
+        if isinstance(index, (int, np.integer)) and not -n_members <= index < n_members:
+            raise IndexError(f"member {index} is out of range: the model stacks {n_members}.")
+        return jax.tree.map(lambda a: a[index], self)
 
     def save(self, path) -> None:
         """Writes the model to ``path`` (see ``jaxgbt.io`` for the format)."""

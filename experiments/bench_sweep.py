@@ -1,0 +1,191 @@
+"""K configurations at once: jaxgbt.fit_many against K sequential fits of LightGBM,
+XGBoost and CatBoost, in the same run.
+
+    python experiments/bench_sweep.py [--config configs/bench_sweep.toml]
+        [--rows 100000 ...] [--members 16 ...] [--n-trees 100] [--anchor-fits 4]
+
+For every (rows, K): K configurations (learning rate and l2 drawn log-uniformly), the
+same trees, depth and bins for every library. jaxgbt trains all K with one fit_many
+call (a warm-up call with n_trees=1 compiles the program first: n_trees does not
+recompile, and its time is reported as "warm-up s"); each anchor fits the K
+configurations one after another. Times include binning for every library. Prints a
+markdown table and writes ``results.json`` to the config's output_dir.
+"""
+
+import argparse
+import json
+import os
+import time
+import tomllib
+
+import jax
+import numpy as np
+from _synthetic import higgs_like
+
+import jaxgbt
+
+
+def auc(y: np.ndarray, score: np.ndarray) -> float:
+    order = np.argsort(score, kind="stable")
+    ranks = np.empty(len(score))
+    ranks[order] = np.arange(1, len(score) + 1)
+    positives = y == 1
+    n_pos, n_neg = positives.sum(), (~positives).sum()
+    return float((ranks[positives].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
+
+
+def configurations(cfg, n_members: int) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(cfg["seed"] + n_members)
+
+    def log_uniform(low, high):
+        return np.exp(rng.uniform(np.log(low), np.log(high), n_members)).astype(np.float32)
+
+    return {"learning_rate": log_uniform(*cfg["learning_rate"]), "l2": log_uniform(*cfg["l2"])}
+
+
+def fit_lightgbm(cfg, X, y, learning_rate, l2):
+    import lightgbm
+
+    model = lightgbm.LGBMClassifier(n_estimators=cfg["n_trees"], max_depth=cfg["depth"],
+                                    num_leaves=2 ** cfg["depth"] - 1, learning_rate=learning_rate,
+                                    reg_lambda=l2, max_bin=cfg["n_bins"] - 1,
+                                    n_jobs=cfg["threads"], verbose=-1)
+    model.fit(X, y)
+    return lambda X_: model.predict_proba(X_)[:, 1]
+
+
+def fit_xgboost(cfg, X, y, learning_rate, l2):
+    import xgboost
+
+    model = xgboost.XGBClassifier(n_estimators=cfg["n_trees"], max_depth=cfg["depth"],
+                                  learning_rate=learning_rate, reg_lambda=l2,
+                                  max_bin=cfg["n_bins"], tree_method="hist", n_jobs=cfg["threads"])
+    model.fit(X, y)
+    return lambda X_: model.predict_proba(X_)[:, 1]
+
+
+def fit_catboost(cfg, X, y, learning_rate, l2):
+    import catboost
+
+    model = catboost.CatBoostClassifier(iterations=cfg["n_trees"], depth=cfg["depth"],
+                                        learning_rate=learning_rate, l2_leaf_reg=l2,
+                                        border_count=cfg["n_bins"] - 1,
+                                        thread_count=cfg["threads"], verbose=False,
+                                        allow_writing_files=False)
+    model.fit(X, y)
+    return lambda X_: model.predict_proba(X_)[:, 1]
+
+
+def fit_jaxgbt_one(cfg, X, y, learning_rate, l2):
+    model = jaxgbt.fit("logistic", X, y, n_trees=cfg["n_trees"], depth=cfg["depth"],
+                       n_bins=cfg["n_bins"], learning_rate=float(learning_rate), l2=float(l2))
+    jax.block_until_ready(model.leaf_value)
+    return lambda X_: np.asarray(model.predict(X_))
+
+
+FITTERS = {"lightgbm": fit_lightgbm, "xgboost": fit_xgboost, "catboost": fit_catboost,
+           "jaxgbt (sequential)": fit_jaxgbt_one}
+
+
+def fit_many(cfg, X, y, params, n_trees):
+    models = jaxgbt.fit_many("logistic", X, y, params=params, n_trees=n_trees,
+                             depth=cfg["depth"], n_bins=cfg["n_bins"],
+                             batch_size=cfg["batch_size"] or None)
+    jax.block_until_ready(models.leaf_value)
+    return models
+
+
+def sequential(cfg, name, X, y, X_test, y_test, params, n_fits):
+    """Seconds for all K fits (scaled from the first n_fits when n_fits < K), and the
+    mean test AUC of the fits run."""
+    n_members = len(params["l2"])
+    n_fits = n_members if n_fits <= 0 else min(n_fits, n_members)
+    seconds, aucs = 0.0, []
+    for i in range(n_fits):
+        start = time.perf_counter()
+        predict = FITTERS[name](cfg, X, y, params["learning_rate"][i], params["l2"][i])
+        seconds += time.perf_counter() - start
+        aucs.append(auc(y_test, predict(X_test)))
+    return seconds * n_members / n_fits, float(np.mean(aucs)), n_fits
+
+
+def bench(cfg, n_rows, n_members):
+    X, y = higgs_like(n_rows + cfg["test_rows"], cfg["seed"])
+    X_train, y_train, X_test, y_test = X[:n_rows], y[:n_rows], X[n_rows:], y[n_rows:]
+    params = configurations(cfg, n_members)
+    start = time.perf_counter()
+    fit_many(cfg, X_train, y_train, params, n_trees=1)  # compiles; n_trees does not recompile
+    warm_up = time.perf_counter() - start
+    start = time.perf_counter()
+    models = fit_many(cfg, X_train, y_train, params, n_trees=cfg["n_trees"])
+    seconds = time.perf_counter() - start
+    scores = np.asarray(jax.jit(jax.vmap(lambda m: m.predict(X_test)))(models))
+    rows = [dict(library="jaxgbt fit_many", seconds=seconds, warm_up=warm_up, fits=n_members,
+                 auc=float(np.mean([auc(y_test, s) for s in scores])))]
+    print(f"  jaxgbt fit_many: {seconds:.1f} s for {n_members} models (warm-up {warm_up:.1f} s)",
+          flush=True)
+    names = list(cfg["anchors"])
+    if cfg["sequential_fits"] >= 0:
+        fit_jaxgbt_one(dict(cfg, n_trees=1), X_train, y_train, 0.1, 1.0)  # compile first
+        names.insert(0, "jaxgbt (sequential)")
+    for name in names:
+        n_fits = cfg["sequential_fits"] if name.startswith("jaxgbt") else cfg["anchor_fits"]
+        try:
+            total, mean_auc, timed = sequential(cfg, name, X_train, y_train, X_test, y_test,
+                                                params, n_fits)
+        except ImportError:
+            print(f"{name} is not installed; skipped")
+            continue
+        rows.append(dict(library=name, seconds=total, warm_up=None, fits=timed, auc=mean_auc))
+        print(f"  {name}: {total:.1f} s for {n_members} models ({timed} timed)", flush=True)
+    return rows
+
+
+def print_table(n_rows, n_members, rows, n_trees):
+    anchors = [r["seconds"] for r in rows if not r["library"].startswith("jaxgbt")]
+    fastest = min(anchors, default=float("nan"))
+    print(f"\n{n_rows:,} rows, K = {n_members} configurations, {n_trees} trees each, "
+          f"{jax.device_count()} {jax.default_backend()} device(s)")
+    print("| library | seconds for K models | s per model | warm-up s | mean test AUC "
+          "| ratio to fastest anchor |")
+    print("|---|---|---|---|---|---|")
+    for r in rows:
+        mark = "~" if r["fits"] < n_members else ""
+        warm_up = "" if r["warm_up"] is None else f"{r['warm_up']:.1f}"
+        print(f"| {r['library']} | {mark}{r['seconds']:.1f} | {mark}{r['seconds'] / n_members:.2f} "
+              f"| {warm_up} | {r['auc']:.4f} | {mark}{r['seconds'] / fastest:.2f} |")
+    scaled = [f"{r['library']} ({r['fits']} of {n_members})" for r in rows
+              if r["fits"] < n_members]
+    if scaled:
+        print(f"~ scaled to K fits from the first fits timed: {', '.join(scaled)}")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--config", default=os.path.join(os.path.dirname(__file__), "..",
+                                                         "configs", "bench_sweep.toml"))
+    parser.add_argument("--rows", type=int, nargs="*", help="override the config's rows")
+    parser.add_argument("--members", type=int, nargs="*", help="override the config's K")
+    parser.add_argument("--n-trees", type=int, help="override the config's n_trees")
+    parser.add_argument("--anchor-fits", type=int, help="override the config's anchor_fits")
+    args = parser.parse_args()
+    with open(args.config, "rb") as file:
+        cfg = tomllib.load(file)
+    if args.n_trees is not None:
+        cfg["n_trees"] = args.n_trees
+    if args.anchor_fits is not None:
+        cfg["anchor_fits"] = args.anchor_fits
+    results = []
+    for n_rows in args.rows or cfg["rows"]:
+        for n_members in args.members or cfg["members"]:
+            rows = bench(cfg, n_rows, n_members)
+            print_table(n_rows, n_members, rows, cfg["n_trees"])
+            results.append(dict(rows=n_rows, members=n_members, n_trees=cfg["n_trees"],
+                                results=rows))
+    os.makedirs(cfg["output_dir"], exist_ok=True)
+    with open(os.path.join(cfg["output_dir"], "results.json"), "w") as file:
+        json.dump(results, file, indent=1)
+
+
+if __name__ == "__main__":
+    main()

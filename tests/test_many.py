@@ -1,0 +1,197 @@
+import jax
+import numpy as np
+import pytest
+from conftest import SMALL, make_binary, make_regression
+
+import jaxgbt
+from jaxgbt.boosting import _compiled_chunk
+from jaxgbt.many import fold_ids, n_members
+
+N_ROWS = make_regression()[0].shape[0]
+SWEEP = {"learning_rate": [0.1, 0.3, 0.5], "l2": [0.5, 1.0, 4.0], "seed": [0, 1, 2],
+         "sample_weight": [np.ones(N_ROWS), np.linspace(0.1, 3.0, N_ROWS), np.ones(N_ROWS)],
+         "base_score": [0.0, 1.5, -0.5]}
+# Poisson bootstrap rows per round: the seed then matters. (Tests share these settings
+# so that they share compiled programs.)
+BOOTSTRAP = dict(sampling="poisson", subsample=0.8, **SMALL)
+
+
+def _coarse(X):
+    """Five values per feature: every value gets its own bin whatever the rows or the
+    weights, so binning on a fold's rows equals binning on all rows."""
+    return np.clip(np.round(X * 2) / 2, -1.0, 1.0)
+
+
+def _member_kwargs(params, i):
+    return {name: values[i] for name, values in params.items()}
+
+
+def _assert_same_model(a, b):
+    np.testing.assert_array_equal(a.feature, b.feature)
+    np.testing.assert_array_equal(a.threshold, b.threshold)
+    np.testing.assert_allclose(a.leaf_value, b.leaf_value, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(a.base_score, b.base_score, rtol=1e-5, atol=1e-6)
+
+
+def test_fit_many_members_equal_single_fits(regression_data):
+    """A sweep of learning rate, l2, seed, sample weights and start, with bootstrap rows
+    (a seed sweep and a bootstrap ensemble at once): member i is the fit with row i."""
+    X, y = regression_data
+    X = _coarse(X)  # swept weights bin unweighted; with few values, binning is the same
+    models = jaxgbt.fit_many("squared_error", X, y, params=SWEEP, **BOOTSTRAP)
+    assert models.leaf_value.shape == (3, SMALL["n_trees"], 2 ** SMALL["depth"], 1)
+    for i in range(3):
+        single = jaxgbt.fit("squared_error", X, y, **_member_kwargs(SWEEP, i), **BOOTSTRAP)
+        _assert_same_model(models[i], single)
+        _assert_same_model(jaxgbt.member(models, i), single)
+        np.testing.assert_allclose(models[i].predict(X), single.predict(X), rtol=1e-5, atol=1e-5)
+
+
+def test_stacked_model_indexing(regression_data):
+    X, y = regression_data
+    X = _coarse(X)
+    models = jaxgbt.fit_many("squared_error", X, y, params=SWEEP, **BOOTSTRAP)
+    assert n_members(models) == 3 and n_members(models[0]) == 0
+    stacked = jax.vmap(lambda m: m.predict(X))(models)
+    for i, model in enumerate(models):  # iteration stops at the last member
+        assert isinstance(model, jaxgbt.Booster) and model.n_trees == SMALL["n_trees"]
+        np.testing.assert_allclose(model.predict(X), stacked[i], rtol=1e-6, atol=1e-6)
+    np.testing.assert_array_equal(models[-1].leaf_value, models[2].leaf_value)
+    np.testing.assert_array_equal(models[np.int64(1)].leaf_value, models[1].leaf_value)
+    assert n_members(models[1:]) == 2
+    with pytest.raises(IndexError, match="out of range"):
+        models[3]
+    with pytest.raises(TypeError, match="one model"):
+        models[0][0]
+
+
+def test_fit_many_compiles_once_and_batches_give_the_same_models(regression_data):
+    X, y = regression_data
+    X = _coarse(X)
+    models = jaxgbt.fit_many("squared_error", X, y, params=SWEEP, **BOOTSTRAP)
+    compiled = _compiled_chunk._cache_size()
+    other = {"learning_rate": [0.2, 0.05, 0.4], "l2": [2.0, 0.1, 1.0], "seed": [5, 6, 7],
+             "sample_weight": SWEEP["sample_weight"][::-1], "base_score": [1.0, 2.0, 3.0]}
+    jaxgbt.fit_many("squared_error", X, y, params=other, **BOOTSTRAP)
+    assert _compiled_chunk._cache_size() == compiled
+    # Five models in batches of 3, the last one padded: the same program again.
+    five = {name: values + other[name][:2] for name, values in SWEEP.items()}
+    batched = jaxgbt.fit_many("squared_error", X, y, params=five, batch_size=3, **BOOTSTRAP)
+    assert _compiled_chunk._cache_size() == compiled
+    assert n_members(batched) == 5
+    for i in range(3):
+        _assert_same_model(batched[i], models[i])
+    single = jaxgbt.fit("squared_error", X, y, **_member_kwargs(five, 4), **BOOTSTRAP)
+    _assert_same_model(batched[4], single)
+
+
+@pytest.mark.parametrize("params, kwargs, error, pattern", [
+    ({}, {}, TypeError, "non-empty dict"),
+    ({"depth": [3, 4]}, {}, ValueError, "depth cannot differ between members"),
+    ({"alpha": [1.0]}, {}, ValueError, "'alpha' is not a fit argument"),
+    ({"l2": [1.0, 2.0], "l1": [0.0]}, {}, ValueError, "same number of values"),
+    ({"l2": [1.0, -2.0]}, {}, ValueError, r"params\['l2'\]\[1\]=-2.0 is not allowed"),
+    ({"subsample": [0.5, 1.5]}, {}, ValueError, r"params\['subsample'\]\[1\]=1.5 must lie"),
+    ({"learning_rate": [0.0]}, {}, ValueError, "must be a finite number > 0"),
+    ({"seed": [0.5]}, {}, TypeError, "must be integers"),
+    ({"seed": [-1]}, {}, ValueError, r"params\['seed'\]\[0\]=-1 is out of range"),
+    ({"sample_weight": [1.0, 2.0]}, {}, ValueError, r"shape \(M, N\)"),
+    ({"l2": 1.0}, {}, ValueError, "one value per model"),
+    ({"l2": [1.0]}, {"l2": 2.0}, ValueError, "both in params and as a keyword"),
+    ({"l2": [1.0]}, {"early_stopping_rounds": 3}, ValueError, "needs the host"),
+])
+def test_fit_many_rejects_bad_sweeps(regression_data, params, kwargs, error, pattern):
+    X, y = regression_data
+    with pytest.raises(error, match=pattern):
+        jaxgbt.fit_many("squared_error", X, y, params=params, **kwargs, **SMALL)
+
+
+def test_cv_folds_equal_separate_fits_on_the_other_folds(regression_data):
+    X, y = regression_data
+    X = _coarse(X)
+    result = jaxgbt.cv("squared_error", X, y, n_folds=4, learning_rate=0.3, **SMALL)
+    assert result.history["valid:rmse"].shape == (4, SMALL["n_trees"])
+    assert np.bincount(result.folds).tolist() == [64, 64, 64, 64]
+    for k in range(4):
+        train, valid = result.folds != k, result.folds == k
+        single = jaxgbt.fit("squared_error", X[train], y[train], learning_rate=0.3,
+                            eval_set=[(X[valid], y[valid])], **SMALL)
+        _assert_same_model(result.models[k], single)
+        np.testing.assert_allclose(result.history["valid:rmse"][k],
+                                   single.history["valid_0:rmse"], rtol=1e-5)
+    np.testing.assert_allclose(result.mean["valid:rmse"],
+                               result.history["valid:rmse"].mean(axis=0), rtol=1e-6)
+    np.testing.assert_allclose(result.std["valid:rmse"],
+                               result.history["valid:rmse"].std(axis=0), rtol=1e-5)
+    assert result.best_round == np.argmin(result.mean["valid:rmse"])
+    assert result.best_score == result.mean["valid:rmse"][result.best_round]
+
+
+def test_cv_over_a_sweep_with_stratified_folds():
+    X, y = make_binary(seed=3)
+    y[:40] = 1.0  # unbalanced classes
+    swept = jaxgbt.cv("logistic", X, y, n_folds=4, params={"learning_rate": [0.02, 0.3]},
+                      **SMALL)
+    assert swept.history["valid:logloss"].shape == (2, 4, SMALL["n_trees"])
+    assert swept.best_round.shape == (2,) and swept.models.feature.shape[:2] == (2, 4)
+    # Configurations do not interact: the sweep in the other order gives the same curves.
+    reverse = jaxgbt.cv("logistic", X, y, n_folds=4, params={"learning_rate": [0.3, 0.02]},
+                        **SMALL)
+    np.testing.assert_allclose(reverse.history["valid:logloss"][::-1],
+                               swept.history["valid:logloss"], rtol=1e-6)
+    _assert_same_model(reverse.models[0, 2], swept.models[1, 2])
+    np.testing.assert_allclose(swept.mean["valid:logloss"],
+                               swept.history["valid:logloss"].mean(axis=1), rtol=1e-6)
+    # A small learning rate is still improving at the last round; a large one stops early.
+    assert swept.best_round[0] == SMALL["n_trees"] - 1
+    # Classification folds are stratified by default.
+    np.testing.assert_array_equal(swept.folds, fold_ids(len(y), 4, labels=y))
+    for label in (0.0, 1.0):
+        counts = np.bincount(swept.folds[y == label], minlength=4)
+        assert counts.max() - counts.min() <= 1, counts
+    assert np.bincount(swept.folds).tolist() == [64, 64, 64, 64]
+
+
+def test_ranking_folds_keep_queries_whole_and_equal_separate_fits():
+    rng = np.random.default_rng(11)
+    sizes = rng.integers(3, 12, size=30)
+    group = np.repeat(np.arange(30), sizes)
+    X = rng.integers(0, 4, size=(len(group), 4)).astype(np.float32)
+    y = np.clip(X[:, 0] + rng.integers(0, 2, len(group)) - 1, 0, 3).astype(np.float32)
+    result = jaxgbt.cv("lambdarank_ndcg", X, y, group=group, n_folds=3, **SMALL)
+    for query in range(30):
+        assert np.unique(result.folds[group == query]).size == 1
+    train, valid = result.folds != 0, result.folds == 0
+    single = jaxgbt.fit("lambdarank_ndcg", X[train], y[train], group=group[train],
+                        eval_set=[dict(X=X[valid], y=y[valid], group=group[valid])], **SMALL)
+    _assert_same_model(result.models[0], single)
+    np.testing.assert_allclose(result.history["valid:ndcg@10"][0],
+                               single.history["valid_0:ndcg@10"], rtol=1e-5)
+    assert result.best_round == np.argmax(result.mean["valid:ndcg@10"])  # higher is better
+
+
+def test_fold_ids():
+    folds = fold_ids(10, 3, shuffle=False)
+    assert folds.tolist() == [0, 1, 2, 0, 1, 2, 0, 1, 2, 0]
+    shuffled = fold_ids(10, 3, seed=1)
+    assert sorted(np.bincount(shuffled).tolist()) == [3, 3, 4]
+    np.testing.assert_array_equal(shuffled, fold_ids(10, 3, seed=1))
+    group = np.repeat([0, 1, 2, 3], [5, 1, 1, 3])
+    grouped = fold_ids(10, 2, group=group)
+    assert np.bincount(grouped).tolist() == [5, 5]
+
+
+@pytest.mark.parametrize("loss, kwargs, error, pattern", [
+    ("cox", {}, ValueError, "couples all rows"),
+    ("squared_error", {"eval_set": []}, ValueError, "eval_set is not allowed"),
+    ("squared_error", {"n_folds": 1}, ValueError, "n_folds=1 is out of range"),
+    ("squared_error", {"folds": np.zeros(5, int)}, ValueError, "folds must be integers of shape"),
+    ("squared_error", {"folds": np.full(256, 7)}, ValueError, r"folds must lie in \[0, 5\)"),
+    ("squared_error", {"folds": np.zeros(256, int)}, ValueError, "fold 0 leaves no rows"),
+    ("lambdarank_ndcg", {"group": np.repeat(np.arange(4), 64)}, ValueError,
+     "only 4 queries"),
+])
+def test_cv_rejects_bad_arguments(loss, kwargs, error, pattern):
+    X, y = make_regression()
+    with pytest.raises(error, match=pattern):
+        jaxgbt.cv(loss, X, np.abs(y), **kwargs, **SMALL)
