@@ -177,7 +177,7 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
     evaluator = _evaluator(eval_set, eval_metric, early_stopping_rounds, callbacks, verbose,
                            traced, objective, config, X.shape[1], thresholds, start, kind,
                            init_model, n_trees, encoder)
-    resume, on_chunk = None, evaluator.after_chunk
+    resume, on_chunk = None, (evaluator.after_chunk if evaluator.active else None)
     if checkpoint_path is not None:
         key = fingerprint(bins, *jax.tree.leaves(y), weight, start, params, objective.name,
                           group_index, config.depth, config.n_bins, config.n_outputs,

@@ -11,6 +11,7 @@ from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
@@ -241,16 +242,36 @@ def train(config: BoostConfig, params: BoostParams, data: TrainData, base_score:
     if mesh is not None:
         data, raw = _shard(data, raw, mesh, config)
     n_trees_array = jnp.asarray(n_trees + round_offset, jnp.int32)
+    parts = [(done.trees, done.bad_rows)]
     for first_round in range(done.rounds_done, n_trees, config.rounds_per_chunk):
         raw, (trees, bad_rows) = _compiled_chunk(config, mesh, params, data, raw,
                                                  jnp.asarray(first_round + round_offset,
                                                              jnp.int32),
                                                  n_trees_array)
         kept = min(config.rounds_per_chunk, n_trees - first_round)
-        done = Progress(
-            trees=jax.tree.map(lambda old, new, kept=kept: jnp.concatenate([old, new[:kept]]),
-                               done.trees, trees),
-            raw=raw[:n_rows], bad_rows=jnp.concatenate([done.bad_rows, bad_rows[:kept]]))
-        if on_chunk is not None and on_chunk(done):
-            break
-    return done
+        if kept < config.rounds_per_chunk:
+            trees, bad_rows = jax.tree.map(lambda a, kept=kept: a[:kept], (trees, bad_rows))
+        parts.append((trees, bad_rows))
+        if on_chunk is not None:
+            done = _joined(parts, raw[:n_rows])
+            parts = [(done.trees, done.bad_rows)]
+            if on_chunk(done):
+                break
+    return _joined(parts, raw[:n_rows])
+
+
+def _joined(parts: list, raw: jax.Array) -> Progress:
+    """One Progress from chunks of (trees, bad_rows). Concrete arrays are joined on the
+    host: a device concatenate would compile anew for every growing length."""
+    trees, bad_rows = jax.tree.map(lambda *chunks: _concatenate(chunks), *parts)
+    return Progress(trees=trees, raw=raw, bad_rows=bad_rows)
+
+
+def _concatenate(chunks):
+    if len(chunks) == 1:
+        return chunks[0]
+    from jaxgbt._validation import is_traced
+
+    if any(is_traced(c) for c in chunks):
+        return jnp.concatenate(chunks)
+    return jnp.asarray(np.concatenate([np.asarray(c) for c in chunks]))

@@ -211,6 +211,11 @@ class Evaluator:
         self.best: int | None = None
         self.progress_bar = _progress_bar(n_trees) if verbose and not traced else None
 
+    @property
+    def active(self) -> bool:
+        """Whether there is anything to do between chunks (else training never waits)."""
+        return bool(self.eval_sets or self.callbacks or self.progress_bar is not None)
+
     def after_chunk(self, progress) -> bool:
         new = jax.tree.map(lambda a: a[self.rounds_evaluated:], progress.trees)
         for i, eval_set in enumerate(self.eval_sets):
