@@ -400,7 +400,7 @@ def _positive(value: float, name: str, family: str) -> None:
         raise ValueError(f"{family} {name}={value} must be a positive number.")
 
 
-@functools.lru_cache(maxsize=None)  # one loss object per parameter: no recompiles
+@functools.cache  # one loss object per parameter: no recompiles
 def huber(delta: float = 1.0) -> Objective:
     """Huber loss; grown with unit curvature (its Hessian is 0 in the tails)."""
     _positive(delta, "delta", "huber")
@@ -411,7 +411,7 @@ def huber(delta: float = 1.0) -> Objective:
                      curvature="constant")
 
 
-@functools.lru_cache(maxsize=None)  # one loss object per parameter: no recompiles
+@functools.cache  # one loss object per parameter: no recompiles
 def pseudo_huber(delta: float = 1.0) -> Objective:
     _positive(delta, "delta", "pseudo_huber")
     def loss(y, f):
@@ -420,7 +420,7 @@ def pseudo_huber(delta: float = 1.0) -> Objective:
     return Objective(f"pseudo_huber@{delta:g}", loss, init_score=_weighted_quantile(0.5))
 
 
-@functools.lru_cache(maxsize=None)  # one loss object per parameter: no recompiles
+@functools.cache  # one loss object per parameter: no recompiles
 def quantile(alpha: float = 0.5) -> Objective:
     """The alpha-quantile: unit curvature for the structure, leaves refreshed to the
     alpha-quantile of the residuals, so coverage is calibrated."""
@@ -462,7 +462,7 @@ gamma = Objective("gamma", gamma_loss, link=jnp.exp, init_score=_log_weighted_me
                   y_domain=("positive values", _is_positive), fisher=_gamma_fisher)
 
 
-@functools.lru_cache(maxsize=None)  # one loss object per parameter: no recompiles
+@functools.cache  # one loss object per parameter: no recompiles
 def tweedie(power: float = 1.5) -> Objective:
     if not 1.0 < power < 2.0:
         raise ValueError(f"tweedie power={power} must lie in (1, 2).")
@@ -480,7 +480,7 @@ exponential = Objective(
     y_domain=("0/1 labels", _is_binary))
 
 
-@functools.lru_cache(maxsize=None)  # one loss object per parameter: no recompiles
+@functools.cache  # one loss object per parameter: no recompiles
 def focal(gamma: float = 2.0) -> Objective:
     if not gamma >= 0 or not np.isfinite(gamma):
         raise ValueError(f"focal gamma={gamma} must be a number >= 0.")
@@ -491,7 +491,7 @@ def focal(gamma: float = 2.0) -> Objective:
                      y_domain=("0/1 labels", _is_binary))
 
 
-@functools.lru_cache(maxsize=None)  # one loss object per parameter: no recompiles
+@functools.cache  # one loss object per parameter: no recompiles
 def aft(distribution: str = "normal", sigma: float = 1.0) -> Objective:
     """Accelerated failure time model; y of shape (N, 2): (lower, upper) time bounds."""
     loss = aft_loss_fn(distribution, sigma)
