@@ -82,7 +82,13 @@ def _split(X, y, seed=0):
 @pytest.fixture(scope="module")
 def wine():
     """scikit-learn's wine data (3 classes, 13 features), split 70/30, and a forest."""
-    data = np.loadtxt(os.path.join(DATA, "wine_data.csv"), delimiter=",", skiprows=1)
+    path = os.path.join(DATA, "wine_data.csv")
+    if os.path.exists(path):
+        data = np.loadtxt(path, delimiter=",", skiprows=1)
+    else:  # the same file, as scikit-learn bundles it
+        datasets = pytest.importorskip("sklearn.datasets")
+        bunch = datasets.load_wine()
+        data = np.column_stack([bunch.data, bunch.target])
     X_train, y_train, X_test, y_test = _split(data[:, :-1].astype(np.float32), data[:, -1])
     forest = jaxgbt.fit_forest(X_train, y_train, task="classification", n_trees=32, depth=5,
                                n_bins=32)
