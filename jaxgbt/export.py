@@ -19,14 +19,13 @@ loading in newer jax versions for at least six months after export.
 """
 
 import json
-import os
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
 import jax
 import jax.numpy as jnp
 
+from jaxgbt.io import write_atomically
 from jaxgbt.model import Booster
 
 FORMAT = "jaxgbt.exported"
@@ -92,21 +91,5 @@ def load_exported(path) -> jax.export.Exported:
 
 
 def _write_atomically(path: Path, data: bytes) -> None:
-    # A temporary file in the same folder, flushed, then a rename: a killed export leaves
-    # the old file or the new one, never half of one (as jaxgbt.io.write_archive does).
     path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(handle, "wb") as file:
-            file.write(data)
-            file.flush()
-            os.fsync(file.fileno())
-        # mkstemp creates the file private (0600); give it the mode a plain open() would.
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(temporary, 0o666 & ~umask)
-        os.replace(temporary, path)
-    except BaseException:
-        if os.path.exists(temporary):
-            os.unlink(temporary)
-        raise
+    write_atomically(path, data)

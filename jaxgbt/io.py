@@ -119,19 +119,28 @@ def write_archive(path, header: dict, arrays: dict[str, np.ndarray],
     """Writes header.json, one .npy per array and any other ``members`` (name: bytes)
     into a zip at ``path``, atomically: a temporary file in the same folder, flushed and
     fsynced, then renamed."""
+    buffer = _io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("header.json", json.dumps(header, indent=1))
+        for name, array in arrays.items():
+            member = _io.BytesIO()
+            np.save(member, array, allow_pickle=False)
+            archive.writestr(f"{name}.npy", member.getvalue())
+        for name, data in (members or {}).items():
+            archive.writestr(name, data)
+    write_atomically(path, buffer.getvalue())
+
+
+def write_atomically(path, data: bytes) -> None:
+    """Writes ``data`` to ``path`` so that a crash leaves the old file or the new one,
+    never part of one: a temporary file in the same folder, flushed and fsynced, then
+    renamed over the target (a killed process may leave a ``.jaxgbt-*.tmp`` behind)."""
     path = os.fspath(path)
     folder = os.path.dirname(os.path.abspath(path))
     handle, temporary = tempfile.mkstemp(prefix=".jaxgbt-", suffix=".tmp", dir=folder)
     try:
         with os.fdopen(handle, "wb") as file:
-            with zipfile.ZipFile(file, "w", compression=zipfile.ZIP_DEFLATED) as archive:
-                archive.writestr("header.json", json.dumps(header, indent=1))
-                for name, array in arrays.items():
-                    buffer = _io.BytesIO()
-                    np.save(buffer, array, allow_pickle=False)
-                    archive.writestr(f"{name}.npy", buffer.getvalue())
-                for name, data in (members or {}).items():
-                    archive.writestr(name, data)
+            file.write(data)
             file.flush()
             os.fsync(file.fileno())
         # mkstemp creates the file private (0600); give it the mode a plain open() would.
