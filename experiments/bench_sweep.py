@@ -20,18 +20,9 @@ import tomllib
 
 import jax
 import numpy as np
-from _synthetic import higgs_like
+from _synthetic import auc, higgs_like
 
 import jaxgbt
-
-
-def auc(y: np.ndarray, score: np.ndarray) -> float:
-    order = np.argsort(score, kind="stable")
-    ranks = np.empty(len(score))
-    ranks[order] = np.arange(1, len(score) + 1)
-    positives = y == 1
-    n_pos, n_neg = positives.sum(), (~positives).sum()
-    return float((ranks[positives].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
 
 
 def configurations(cfg, n_members: int) -> dict[str, np.ndarray]:

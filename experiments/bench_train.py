@@ -17,18 +17,9 @@ os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=2")
 
 import jax  # noqa: E402
 import numpy as np  # noqa: E402
-from _synthetic import higgs_like  # noqa: E402
+from _synthetic import auc, higgs_like  # noqa: E402
 
 import jaxgbt  # noqa: E402
-
-
-def auc(y: np.ndarray, score: np.ndarray) -> float:
-    order = np.argsort(score, kind="stable")
-    ranks = np.empty(len(score))
-    ranks[order] = np.arange(1, len(score) + 1)
-    positives = y == 1
-    n_pos, n_neg = positives.sum(), (~positives).sum()
-    return float((ranks[positives].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
 
 
 def fit_jaxgbt(cfg, X, y, devices):

@@ -88,7 +88,7 @@ class Booster:
     def leaf_index(self, X) -> jax.Array:
         """i32[N, T]: the leaf each row reaches in each tree."""
         X = self._check_X(X)
-        return _leaf_index(self, X)
+        return _compiled_leaf_index(_for_prediction(self), X)
 
     def predict_raw(self, X, n_trees: int | None = None) -> jax.Array:
         """Raw margins: f32[N] for scalar models, f32[N, K] for vector outputs.
@@ -110,7 +110,7 @@ class Booster:
                 self, leaf_value=jnp.where(kept[..., None, None], self.leaf_value, 0.0))
         else:
             model = self
-        raw = _predict_raw(model, X)
+        raw = _compiled_predict_raw(_for_prediction(model), X)
         return raw if self.vector_output else raw[:, 0]
 
     def predict(self, X, n_trees: int | None = None) -> jax.Array:
@@ -134,7 +134,7 @@ class Booster:
     def staged_predict_raw(self, X) -> jax.Array:
         """f32[T, N] (or f32[T, N, K]): margins after each round, for learning curves."""
         X = self._check_X(X)
-        leaves = _leaf_index(self, X)  # [N, T]
+        leaves = _compiled_leaf_index(_for_prediction(self), X)  # [N, T]
         per_tree = jnp.take_along_axis(self.leaf_value, leaves.T[:, :, None], axis=1)  # [T, N, K]
         staged = self.base_score[None, None] + jnp.cumsum(per_tree, axis=0)
         return staged if self.vector_output else staged[..., 0]
@@ -211,3 +211,15 @@ def as_numpy(model: Booster) -> dict[str, np.ndarray]:
     return {field: np.asarray(getattr(model, field))
             for field in ("feature", "threshold", "default_left", "split_gain", "leaf_value",
                           "base_score")}
+
+
+def _for_prediction(model: Booster) -> Booster:
+    """The model without its training record, which prediction does not read (so that
+    models differing only in their history share one compiled program)."""
+    return dataclasses.replace(model, best_round=None, history=None)
+
+
+# Compiled once per model shape and X shape: eagerly, each prediction would dispatch the
+# scan and gathers op by op.
+_compiled_predict_raw = jax.jit(_predict_raw)
+_compiled_leaf_index = jax.jit(_leaf_index)
