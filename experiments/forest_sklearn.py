@@ -6,10 +6,10 @@ Datasets from ../shared/data: breast_cancer (binary), wine (3 classes), digits (
 classes), diabetes (regression) and CPS1988 (regression on log wage, categoricals as
 integer codes). Both libraries get the same number of trees and scikit-learn's default
 features per split (sqrt(F) for classification, all for regression); scikit-learn grows
-unpruned trees, jaxgbt oblivious trees of the configured depths. jaxgbt is fitted twice
-(seeds 0 and 1): "seconds" is the second, warm fit (and its test prediction), "compile
-s" the first fit's extra time; scores are the second fit's. Prints a markdown table and
-writes results.json.
+unpruned trees, jaxgbt oblivious and depthwise trees of the configured depths. jaxgbt is
+fitted twice (seeds 0 and 1): "seconds" is the second, warm fit (and its test
+prediction), "compile s" the first fit's extra time; scores are the second fit's.
+Prints a markdown table and writes results.json.
 """
 
 import argparse
@@ -66,17 +66,21 @@ def run(cfg, name):
     X, y, task = load(name)
     X_train, y_train, X_test, y_test = split(cfg, X, y)
     rows = []
-    for depth in cfg["depths"]:
-        times = []
-        for seed in (0, 1):  # the first fit compiles; the second is timed warm
-            start = time.perf_counter()
-            forest = jaxgbt.fit_forest(X_train, y_train, task=task, n_trees=cfg["n_trees"],
-                                       depth=depth, n_bins=cfg["n_bins"], seed=seed)
-            out = np.asarray(forest.model.predict(X_test))
-            times.append(time.perf_counter() - start)
-        prediction = forest.classes[np.argmax(out, axis=1)] if task == "classification" else out
-        rows.append((f"jaxgbt fit_forest, depth {depth}", score(task, y_test, prediction),
-                     forest.oob_score, times[1], times[0] - times[1]))
+    for policy in cfg["grow_policies"]:
+        for depth in cfg["depths"]:
+            times = []
+            for seed in (0, 1):  # the first fit compiles; the second is timed warm
+                start = time.perf_counter()
+                forest = jaxgbt.fit_forest(X_train, y_train, task=task, n_trees=cfg["n_trees"],
+                                           depth=depth, n_bins=cfg["n_bins"], seed=seed,
+                                           grow_policy=policy)
+                out = np.asarray(forest.model.predict(X_test))
+                times.append(time.perf_counter() - start)
+            prediction = (forest.classes[np.argmax(out, axis=1)] if task == "classification"
+                          else out)
+            rows.append((f"jaxgbt fit_forest, {policy} depth {depth}",
+                         score(task, y_test, prediction), forest.oob_score, times[1],
+                         times[0] - times[1]))
     from sklearn import ensemble
 
     kind = "Classifier" if task == "classification" else "Regressor"

@@ -22,14 +22,17 @@ from jaxgbt.objectives import Link, Loss, Objective, resolve
 from jaxgbt.resources import check_fit_memory
 from jaxgbt.sampling import SamplingParams
 from jaxgbt.split import SplitParams
+from jaxgbt.tree import GROW_POLICIES
 
 
 def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int = 6,
-        learning_rate=0.1, n_bins: int = 256, l2=1.0, l1=0.0, min_split_gain=0.0,
-        min_child_weight=1.0, base_score=None, sample_weight=None, seed: int = 0,
+        grow_policy: str = "oblivious", learning_rate=0.1, n_bins: int = 256, l2=1.0, l1=0.0,
+        min_split_gain=0.0, min_child_weight=1.0, base_score=None, sample_weight=None,
+        seed: int = 0,
         n_outputs: int | None = None, link: Link | None = None, hessian: str | None = None,
         hessian_floor=0.0, group=None, subsample=1.0, sampling: str = "bernoulli",
         goss_top_rate=0.2, goss_other_rate=0.1, colsample_bytree=1.0, colsample_bylevel=1.0,
+        colsample_bynode=1.0,
         monotone_constraints=None, interaction_constraints=None, categorical_features=None,
         one_hot_max_size: int = categorical.ONE_HOT_MAX_SIZE,
         eval_set=None, eval_metric=None, early_stopping_rounds: int | None = None,
@@ -37,7 +40,7 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
         init_model: Booster | None = None,
         devices: "str | Sequence[jax.Device] | None" = None, checkpoint_path=None,
         checkpoint_every: int = 100) -> Booster:
-    """Fits a boosted ensemble of oblivious trees to any differentiable loss.
+    """Fits a boosted ensemble of trees (oblivious by default) to any differentiable loss.
 
     Args:
       loss: a built-in name (see ``jaxgbt.objectives``: ``"squared_error"``,
@@ -49,7 +52,10 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
       y: labels: shape (N,), (N, ...) or a dict of such arrays (a custom loss then sees
         one row of each, e.g. counts with exposures).
       n_trees: T, boosting rounds.
-      depth: D, levels per oblivious tree (2**D leaves).
+      depth: D, levels per tree (2**D leaves).
+      grow_policy: "oblivious" (CatBoost's symmetric trees: one split per level) or
+        "depthwise" (XGBoost's level-wise growth: each node its own split); see
+        docs/training.md.
       learning_rate: shrinkage, a float or a schedule ``round -> float`` (optax).
       n_bins: B, histogram bins per feature including the missing bin, 3..256.
       l2: lambda, L2 penalty on leaf values.
@@ -77,6 +83,8 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
         sampled fraction of the rest.
       colsample_bytree, colsample_bylevel: fraction of features drawn per tree, and of
         those per level, in (0, 1].
+      colsample_bynode: for depthwise trees, fraction of a level's drawn features each
+        node may split on, drawn per node, in (0, 1].
       monotone_constraints: per feature +1 (non-decreasing), -1 (non-increasing) or 0,
         as a sequence of length F or a dict {feature index: direction}; predictions are
         then monotone in those features for any input (see ``jaxgbt.constraints``).
@@ -121,6 +129,7 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
     objective = resolve(loss, link)
     kind = _kind(objective, group)
     check.check_params(n_trees, depth, n_bins)
+    check.check_choice(grow_policy, "grow_policy", GROW_POLICIES)
     X, declared = categorical.read(X, categorical_features)
     X = check.check_X(X)
     y = check.check_y(y, X.shape[0], objective)
@@ -131,13 +140,14 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
     group_index, group_mask = _groups(kind, group, X.shape[0])
     params = _params(learning_rate, l2, l1, min_split_gain, min_child_weight, hessian_floor,
                      seed, subsample, goss_top_rate, goss_other_rate, colsample_bytree,
-                     colsample_bylevel)
+                     colsample_bylevel, colsample_bynode)
     encoder, X = _encode(declared, X, y, weight, objective, vector_output, n_outputs,
                          one_hot_max_size, seed, init_model)
     monotone_constraints, interaction_constraints = _encoded_constraints(
         encoder, monotone_constraints, interaction_constraints)
     row_sampling, column_sampling = _sampling_methods(sampling, subsample, colsample_bytree,
-                                                      colsample_bylevel)
+                                                      colsample_bylevel, colsample_bynode,
+                                                      grow_policy)
     params = params._replace(**_constraints(monotone_constraints, interaction_constraints,
                                             X.shape[1]))
     _check_loss_output(objective, y, n_outputs, vector_output, kind)
@@ -167,7 +177,7 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
                          axis_name=None if mesh is None else ROW_AXIS, curvature=curvature,
                          fisher=objective.fisher, grouped=kind != "row",
                          leaf_quantile=objective.leaf_quantile, row_sampling=row_sampling,
-                         column_sampling=column_sampling)
+                         column_sampling=column_sampling, grow_policy=grow_policy)
     if init_model is None:
         start = _base_score(objective, base_score, data, config, params)
         start_raw, round_offset = None, 0
@@ -183,7 +193,8 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
                           group_index, config.depth, config.n_bins, config.n_outputs,
                           config.vector_output, config.curvature, config.leaf_quantile,
                           config.row_sampling, config.column_sampling, start_raw,
-                          round_offset, repr(config.learning_rate_schedule))
+                          round_offset, repr(config.learning_rate_schedule),
+                          config.grow_policy)
         resume = load_checkpoint(checkpoint_path, key)
         if resume is not None and resume.rounds_done > n_trees:
             resume = None  # a longer fit's checkpoint: its first rounds are this fit's
@@ -203,7 +214,7 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
                     default_left=trees.default_left, split_gain=trees.gain,
                     leaf_value=trees.leaf_value, base_score=start, objective=objective,
                     n_features=X.shape[1] if encoder is None else encoder.n_features,
-                    vector_output=vector_output, encoder=encoder,
+                    vector_output=vector_output, encoder=encoder, grow_policy=grow_policy,
                     best_round=(None if early_stopping_rounds is None or evaluator.best is None
                                 else jnp.asarray(evaluator.best + round_offset, jnp.int32)),
                     history=evaluator.history())
@@ -226,12 +237,13 @@ def _warm_start(init_model, base_score, X, config):
     mismatch = {name: (getattr(init_model, attr), value) for name, attr, value in (
         ("n_features", "n_features", X.shape[1]), ("depth", "depth", config.depth),
         ("n_outputs", "n_outputs", config.n_outputs),
-        ("vector_output", "vector_output", config.vector_output)) if getattr(
+        ("vector_output", "vector_output", config.vector_output),
+        ("grow_policy", "grow_policy", config.grow_policy)) if getattr(
             init_model, attr) != value}
     if mismatch:
         details = ", ".join(f"{k}: model {a} vs fit {b}" for k, (a, b) in mismatch.items())
         raise ValueError(f"init_model does not match this fit ({details}); continue it with "
-                         "the same features, depth and outputs.")
+                         "the same features, depth, grow_policy and outputs.")
     raw = init_model.predict_raw(X, n_trees=init_model.n_trees)
     raw = raw if config.vector_output else raw[:, None]
     return init_model.base_score, raw.astype(jnp.float32), init_model.n_trees
@@ -313,7 +325,8 @@ def _evaluator(eval_set, eval_metric, early_stopping_rounds, callbacks, verbose,
         raise ValueError(f"loss {objective.name!r} couples all rows: give eval_metric.")
     return Evaluator(sets, metrics, start, objective.link, config.vector_output, config.n_bins,
                      early_stopping_rounds, callbacks, verbose, traced,
-                     starts if init_model is not None else None, n_trees)
+                     starts if init_model is not None else None, n_trees,
+                     grow_policy=config.grow_policy)
 
 
 def _checkpointer(path, every: int, key: str, start: int, n_trees: int):
@@ -466,7 +479,8 @@ def _constraints(monotone, interactions, n_features: int) -> dict:
     return out
 
 
-def _sampling_methods(sampling, subsample, colsample_bytree, colsample_bylevel):
+def _sampling_methods(sampling, subsample, colsample_bytree, colsample_bylevel,
+                      colsample_bynode=1.0, grow_policy="oblivious"):
     """The static row-sampling method and whether features are sampled."""
     if sampling not in ("bernoulli", "poisson", "goss"):
         raise ValueError(f"sampling={sampling!r}: use 'bernoulli', 'poisson' or 'goss'.")
@@ -474,20 +488,26 @@ def _sampling_methods(sampling, subsample, colsample_bytree, colsample_bylevel):
     def below_one(rate):
         return check.is_traced(rate) or float(rate) < 1.0
 
+    if grow_policy == "oblivious" and below_one(colsample_bynode):
+        raise ValueError("colsample_bynode applies to grow_policy='depthwise': an oblivious "
+                         "level is one split shared by its nodes. Use colsample_bylevel, or "
+                         "grow_policy='depthwise'.")
+
     if sampling == "bernoulli" and not below_one(subsample):
         row_sampling = "none"
     else:
         row_sampling = sampling
-    return row_sampling, below_one(colsample_bytree) or below_one(colsample_bylevel)
+    return row_sampling, (below_one(colsample_bytree) or below_one(colsample_bylevel)
+                          or below_one(colsample_bynode))
 
 
 def _params(learning_rate, l2, l1, min_split_gain, min_child_weight, hessian_floor, seed,
             subsample, goss_top_rate, goss_other_rate, colsample_bytree,
-            colsample_bylevel) -> BoostParams:
+            colsample_bylevel, colsample_bynode=1.0) -> BoostParams:
     check.check_learning_rate(learning_rate)
     rates = dict(subsample=subsample, goss_top_rate=goss_top_rate,
                  goss_other_rate=goss_other_rate, colsample_bytree=colsample_bytree,
-                 colsample_bylevel=colsample_bylevel)
+                 colsample_bylevel=colsample_bylevel, colsample_bynode=colsample_bynode)
     for name, rate in rates.items():
         check.check_rate(rate, name)
     if not check.is_traced(seed):

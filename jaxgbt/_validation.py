@@ -137,6 +137,14 @@ def check_int(value, name: str, low: int, high: int | None = None) -> int:
     return int(value)
 
 
+def check_choice(value, name: str, choices) -> str:
+    """One of a few allowed strings."""
+    if not isinstance(value, str) or value not in choices:
+        allowed = ", ".join(repr(c) for c in choices)
+        raise ValueError(f"{name}={value!r} is not allowed; use one of {allowed}.")
+    return value
+
+
 def check_nonnegative(value, name: str):
     """A float hyperparameter >= 0 (left alone when traced under vmap)."""
     if is_traced(value):

@@ -17,11 +17,16 @@ from jax.sharding import PartitionSpec as P
 
 from jaxgbt._derivatives import Derivatives, group_derivatives, row_derivatives
 from jaxgbt.config import BoostConfig
-from jaxgbt.constraints import enforce_monotone
 from jaxgbt.leaves import newton_full, quantile_leaves
-from jaxgbt.sampling import SamplingParams, level_feature_masks, round_keys, row_multiplier
+from jaxgbt.sampling import (
+    SamplingParams,
+    level_feature_masks,
+    node_feature_masks,
+    round_keys,
+    row_multiplier,
+)
 from jaxgbt.split import SplitParams
-from jaxgbt.tree import BinnedTree, grow_tree
+from jaxgbt.tree import BinnedTree, constrain_leaves, grow, n_splits
 
 
 class BoostParams(NamedTuple):
@@ -71,10 +76,11 @@ class TrainData(NamedTuple):
     group_mask: jax.Array | None = None
 
 
-def _empty_tree(depth: int, n_outputs: int) -> BinnedTree:
-    zeros = jnp.zeros(depth, jnp.int32)
-    return BinnedTree(feature=zeros, split_bin=zeros, default_left=jnp.ones(depth, bool),
-                      gain=jnp.zeros(depth, jnp.float32),
+def _empty_tree(depth: int, n_outputs: int, grow_policy: str = "oblivious") -> BinnedTree:
+    n_entries = n_splits(depth, grow_policy)
+    zeros = jnp.zeros(n_entries, jnp.int32)
+    return BinnedTree(feature=zeros, split_bin=zeros, default_left=jnp.ones(n_entries, bool),
+                      gain=jnp.zeros(n_entries, jnp.float32),
                       leaf_value=jnp.zeros((2**depth, n_outputs), jnp.float32))
 
 
@@ -118,11 +124,16 @@ def boost_round(config: BoostConfig, params: BoostParams, data: TrainData, raw: 
         weight = weight * multiplier
     weight = weight[:, None]
     gh = jnp.concatenate([g * weight, h * weight], axis=1)
-    level_allowed = (level_feature_masks(feature_key, params.sampling, data.bins.shape[0],
-                                         config.depth) if config.column_sampling else None)
-    tree, leaf = grow_tree(data.bins, gh, params.split, config.depth, config.n_bins,
-                           config.axis_name, level_allowed, params.interaction_sets,
-                           params.monotone)
+    level_allowed = None
+    if config.column_sampling:
+        level_allowed = level_feature_masks(feature_key, params.sampling, data.bins.shape[0],
+                                            config.depth)
+        if config.grow_policy == "depthwise":
+            level_allowed = node_feature_masks(feature_key, params.sampling, level_allowed,
+                                               2 ** (config.depth - 1))
+    tree, leaf, leaf_bounds = grow(config.grow_policy, data.bins, gh, params.split,
+                                   config.depth, config.n_bins, config.axis_name,
+                                   level_allowed, params.interaction_sets, params.monotone)
     n_leaves = 2**config.depth
     if derivatives.h_full is not None:
         n_rows, n_outputs = g.shape
@@ -137,9 +148,8 @@ def boost_round(config: BoostConfig, params: BoostParams, data: TrainData, raw: 
         residual = data.y - raw[:, 0]
         tree = tree._replace(leaf_value=quantile_leaves(
             residual, weight[:, 0], leaf, n_leaves, config.leaf_quantile)[:, None])
-    if params.monotone is not None:  # again, after any refresh of the leaves above
-        tree = tree._replace(leaf_value=enforce_monotone(tree.leaf_value, tree.feature,
-                                                         tree.gain > 0, params.monotone))
+    # Again, after any refresh of the leaves above.
+    tree = constrain_leaves(config.grow_policy, tree, leaf_bounds, params.monotone)
     if config.learning_rate_schedule is None:
         learning_rate = params.learning_rate
     else:
@@ -155,7 +165,8 @@ def train_chunk(config: BoostConfig, params: BoostParams, data: TrainData, raw: 
     Returns the margins f32[N, K], and the chunk's trees and bad-row counts stacked on
     a leading axis.
     """
-    empty = (_empty_tree(config.depth, config.n_outputs), jnp.zeros((), jnp.int32))
+    empty = (_empty_tree(config.depth, config.n_outputs, config.grow_policy),
+             jnp.zeros((), jnp.int32))
 
     def one_round(raw, round_index):
         return jax.lax.cond(
@@ -233,8 +244,8 @@ def train(config: BoostConfig, params: BoostParams, data: TrainData, base_score:
     if resume is None:
         raw = (jnp.broadcast_to(base_score, (n_rows, config.n_outputs)) if start_raw is None
                else start_raw)
-        no_trees = jax.tree.map(lambda a: a[None][:0], _empty_tree(config.depth,
-                                                                    config.n_outputs))
+        no_trees = jax.tree.map(lambda a: a[None][:0], _empty_tree(
+            config.depth, config.n_outputs, config.grow_policy))
         done = Progress(trees=no_trees, raw=raw, bad_rows=jnp.zeros((0,), jnp.int32))
     else:
         done = resume

@@ -11,9 +11,10 @@ binned data, labels, weights, starting margin, hyperparameters and static settin
 Resuming with anything different is refused rather than silently mixing two fits.
 
 Format ``jaxgbt.checkpoint`` version 1: a zip like a model file (see ``jaxgbt.io``),
-with header fields ``fingerprint``, ``rounds_done``, ``n_rows``, ``depth``, ``n_outputs``
-and one .npy per array: the bin-space trees (``feature``, ``split_bin``,
-``default_left``, ``gain``, ``leaf_value``), ``raw`` f32[N, K] and ``bad_rows``.
+with header fields ``fingerprint``, ``rounds_done``, ``n_rows``, ``depth``, ``splits``
+(per tree: D oblivious, 2**D - 1 depthwise), ``n_outputs`` and one .npy per array: the
+bin-space trees (``feature``, ``split_bin``, ``default_left``, ``gain``, ``leaf_value``),
+``raw`` f32[N, K] and ``bad_rows``.
 """
 
 import hashlib
@@ -63,7 +64,8 @@ def save_checkpoint(path, progress: Progress, key: str) -> None:
     arrays["bad_rows"] = np.asarray(progress.bad_rows)
     header = {"format": FORMAT, "version": VERSION, "fingerprint": key,
               "rounds_done": progress.rounds_done, "n_rows": n_rows,
-              "depth": int(progress.trees.feature.shape[1]), "n_outputs": n_outputs}
+              "splits": int(progress.trees.feature.shape[1]),
+              "depth": int(np.log2(progress.trees.leaf_value.shape[1])), "n_outputs": n_outputs}
     write_archive(path, header, arrays)
 
 
@@ -91,8 +93,10 @@ def load_checkpoint(path, key: str) -> Progress | None:
         N = header_int(header, "n_rows", 1, _MAX_ROWS, path, _WHAT)
         D = header_int(header, "depth", 1, MAX_DEPTH, path, _WHAT)
         K = header_int(header, "n_outputs", 1, MAX_OUTPUTS, path, _WHAT)
-        shapes = {"feature": ((T, D), "int32"), "split_bin": ((T, D), "int32"),
-                  "default_left": ((T, D), "bool"), "gain": ((T, D), "float32"),
+        # Oblivious trees store D splits, depthwise trees 2**D - 1.
+        M = header_int(header, "splits", D, 2**D - 1, path, _WHAT)
+        shapes = {"feature": ((T, M), "int32"), "split_bin": ((T, M), "int32"),
+                  "default_left": ((T, M), "bool"), "gain": ((T, M), "float32"),
                   "leaf_value": ((T, 2**D, K), "float32"), "raw": ((N, K), "float32"),
                   "bad_rows": ((T,), "int32")}
         arrays = {name: jnp.asarray(read_array(archive, name, dtype, shape, path, _WHAT))

@@ -36,6 +36,7 @@ class BoostConfig:
       leaf_quantile: when set, leaves are refreshed to this quantile of the residuals.
       row_sampling: "none", "bernoulli", "poisson" or "goss" (see ``sampling``).
       column_sampling: whether features are drawn per tree/level.
+      grow_policy: "oblivious" (one split per level) or "depthwise" (one per node).
     """
 
     loss: Loss
@@ -52,3 +53,4 @@ class BoostConfig:
     leaf_quantile: float | None = None
     row_sampling: str = "none"
     column_sampling: bool = False
+    grow_policy: str = "oblivious"

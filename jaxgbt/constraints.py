@@ -1,4 +1,4 @@
-"""Monotone and interaction constraints for oblivious trees.
+"""Monotone and interaction constraints.
 
 Both act inside one tree, on the features its levels may use and on its leaf values:
 
@@ -17,6 +17,14 @@ This map keeps every order already established along another feature's pairs (bo
 min and max preserve it, and so does their mean), so after one pass over the monotone
 features the tree, and a sum of such trees, is monotone in each of them for any input
 (NaN, which has no order, goes where the split sends missing values).
+
+Depthwise trees (each node its own split) follow XGBoost instead. Interaction sets hold
+along each path from the root. A monotone feature may split any node; a split on it
+takes the midpoint m of its two children's values and holds the left subtree's leaves
+below m and the right subtree's above (for +1; the other way for -1), on top of the
+bounds the node inherited (``split_bounds``), and a candidate whose children are in the
+wrong order is not chosen. Two inputs that differ only in a monotone feature part ways
+at a split on it, after which every leaf they can reach lies on its side of m.
 """
 
 import jax
@@ -76,3 +84,28 @@ def enforce_monotone(leaf_value: jax.Array, feature: jax.Array, split: jax.Array
 
     values, _ = jax.lax.scan(one_level, leaf_value, jnp.arange(depth))
     return values
+
+
+def split_bounds(w_left: jax.Array, w_right: jax.Array, bounds, direction: jax.Array):
+    """Bounds of the children of the nodes of one depthwise level.
+
+    Args:
+      w_left, w_right: f32[n, K], the Newton values of each node's children.
+      bounds: (lower, upper) f32[n, K], each node's own bounds.
+      direction: i32[n], the monotone direction of each node's split (0: none, or the
+        node did not split).
+
+    Returns:
+      ((lower, upper) of the left children, (lower, upper) of the right children), each
+      f32[n, K]: for +1 the left child's upper bound and the right child's lower bound
+      become the midpoint of the children's values clipped to the node's bounds (the
+      other way round for -1); otherwise both inherit the node's bounds.
+    """
+    lower, upper = bounds
+    mid = 0.5 * (jnp.clip(w_left, lower, upper) + jnp.clip(w_right, lower, upper))
+    up, down = (direction > 0)[:, None], (direction < 0)[:, None]
+    left = (jnp.where(down, jnp.maximum(lower, mid), lower),
+            jnp.where(up, jnp.minimum(upper, mid), upper))
+    right = (jnp.where(up, jnp.maximum(lower, mid), lower),
+             jnp.where(down, jnp.minimum(upper, mid), upper))
+    return left, right

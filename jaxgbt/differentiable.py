@@ -21,6 +21,7 @@ import optax
 from jax import lax
 
 from jaxgbt.model import Booster
+from jaxgbt.tree import depth_of
 
 # The float arrays a user may train; the integer structure (feature, default_left) stays.
 PARAMS = ("leaf_value", "threshold", "base_score")
@@ -103,10 +104,11 @@ def as_function(model: Booster, temperature: Any = None) -> Callable[[dict, jax.
 def soft_predict_raw(model: Booster, X, temperature: Any, n_trees: int | None = None) -> jax.Array:
     """Margins of the soft model: each split a sigmoid of a temperature.
 
-    At a level testing feature f with threshold t, a row goes right with probability
+    At a split testing feature f with threshold t, a row goes right with probability
     ``p = sigmoid((x_f - t) / temperature)`` and left with ``1 - p``; a leaf's weight is the
-    product over the tree's levels of p or 1 - p along its path (the oblivious tree's leaf
-    index has the first level as its high bit, as in ``predict_raw``), and a tree outputs
+    product of p or 1 - p over the splits on its path (one per level; for depthwise trees
+    the nodes the path passes; the leaf index has the first level as its high bit, as in
+    ``predict_raw``), and a tree outputs
     the weighted sum of its leaf values. A missing x (NaN) takes the split's default
     direction with probability 1, as in the hard model, and so does every row at an
     infinite threshold. As the temperature goes to 0 the weights become the hard 0/1
@@ -168,12 +170,13 @@ def _active_trees(model: Booster, n_trees: int | None) -> Booster:
 
 
 def _soft_leaf_weights(x: jax.Array, threshold: jax.Array, default_left: jax.Array,
-                       temperature: jax.Array) -> jax.Array:
+                       temperature: jax.Array, grow_policy: str = "oblivious") -> jax.Array:
     """f[N, S, L]: each row's weight on each leaf of S trees.
 
     Args:
-      x: f[N, S, D], the feature each level tests, per row.
-      threshold, default_left, temperature: [S, D].
+      x: f[N, S, M], the feature each split tests, per row (M = D levels of oblivious
+        trees, or 2**D - 1 nodes of depthwise trees in heap order).
+      threshold, default_left, temperature: [S, M].
     """
     missing = jnp.isnan(x)
     # A threshold of +-inf (an unused bin's edge) sends every row one way, as in the hard model.
@@ -187,10 +190,13 @@ def _soft_leaf_weights(x: jax.Array, threshold: jax.Array, default_left: jax.Arr
     p_right = jnp.where(hard, hard_right.astype(x.dtype), jax.nn.sigmoid(z))
     p_left = jnp.where(hard, (~hard_right).astype(x.dtype), jax.nn.sigmoid(-z))
     weights = jnp.ones(x.shape[:2] + (1,), x.dtype)
-    for level in range(x.shape[2]):
+    depth = depth_of(x.shape[2], grow_policy)
+    for level in range(depth):
+        # One split per level, or one per node of the level (node j = weights index j).
+        at = (slice(level, level + 1) if grow_policy == "oblivious"
+              else slice(2**level - 1, 2 ** (level + 1) - 1))
         # New index = old index * 2 + (1 if right): the first level ends as the high bit.
-        weights = jnp.stack([weights * p_left[..., level:level + 1],
-                             weights * p_right[..., level:level + 1]], axis=-1)
+        weights = jnp.stack([weights * p_left[..., at], weights * p_right[..., at]], axis=-1)
         weights = weights.reshape(x.shape[:2] + (-1,))
     return weights
 
@@ -217,7 +223,8 @@ def _soft_raw(model: Booster, X: jax.Array, temperature: jax.Array) -> jax.Array
         feature, threshold, default_left, leaf_value = trees
         level_temperature = temperature[feature] if temperature.ndim == 1 else (
             jnp.broadcast_to(temperature, feature.shape))
-        weights = _soft_leaf_weights(X[:, feature], threshold, default_left, level_temperature)
+        weights = _soft_leaf_weights(X[:, feature], threshold, default_left, level_temperature,
+                                     model.grow_policy)
         return total + jnp.einsum("nsl,slk->nk", weights, leaf_value), None
 
     start = jnp.broadcast_to(model.base_score.astype(dtype), (X.shape[0], model.n_outputs))

@@ -17,7 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxgbt import metrics as metrics_module
-from jaxgbt.tree import BinnedTree, goes_right
+from jaxgbt.tree import BinnedTree, leaf_from_bins
 
 log = logging.getLogger("jaxgbt")
 
@@ -119,19 +119,11 @@ def metric_name(metric: Callable) -> str:
     return getattr(metric, "name", getattr(metric, "__name__", "metric"))
 
 
-def _leaf_from_bins(bins: jax.Array, tree: BinnedTree, n_bins: int) -> jax.Array:
-    leaf = jnp.zeros(bins.shape[1], jnp.int32)
-    for level in range(tree.feature.shape[0]):
-        column = jax.lax.dynamic_index_in_dim(bins, tree.feature[level], axis=0,
-                                              keepdims=False)
-        right = goes_right(column, tree.split_bin[level], tree.default_left[level], n_bins - 1)
-        leaf = 2 * leaf + right.astype(jnp.int32)
-    return leaf
-
-
-@functools.partial(jax.jit, static_argnames=("metrics", "link", "vector_output", "n_bins"))
+@functools.partial(jax.jit, static_argnames=("metrics", "link", "vector_output", "n_bins",
+                                             "grow_policy"))
 def evaluate_rounds(trees: BinnedTree, eval_set: EvalSet, raw: jax.Array, *, metrics: tuple,
-                    link, vector_output: bool, n_bins: int) -> tuple[jax.Array, jax.Array]:
+                    link, vector_output: bool, n_bins: int,
+                    grow_policy: str = "oblivious") -> tuple[jax.Array, jax.Array]:
     """Applies each of C trees in turn to a validation set and scores every round.
 
     Args:
@@ -155,7 +147,7 @@ def evaluate_rounds(trees: BinnedTree, eval_set: EvalSet, raw: jax.Array, *, met
         return jnp.stack([jnp.asarray(v, jnp.float32) for v in values])
 
     def step(raw, tree):
-        leaf = _leaf_from_bins(eval_set.bins, tree, n_bins)
+        leaf = leaf_from_bins(eval_set.bins, tree, n_bins, grow_policy)
         raw = raw + tree.leaf_value[leaf]
         return raw, score(raw)
 
@@ -191,11 +183,12 @@ class Evaluator:
     def __init__(self, eval_sets: Sequence[EvalSet], metrics: tuple, base_score: jax.Array,
                  link, vector_output: bool, n_bins: int, early_stopping_rounds: int | None,
                  callbacks: Sequence[Callable], verbose: int, traced: bool,
-                 start_margins: Sequence[jax.Array] | None = None, n_trees: int = 0):
+                 start_margins: Sequence[jax.Array] | None = None, n_trees: int = 0,
+                 grow_policy: str = "oblivious"):
         self.eval_sets = list(eval_sets)
         self.metrics = metrics
         self.options = dict(metrics=metrics, link=link, vector_output=vector_output,
-                            n_bins=n_bins)
+                            n_bins=n_bins, grow_policy=grow_policy)
         n_outputs = base_score.shape[0]
         self.raw = (list(start_margins) if start_margins is not None else
                     [jnp.broadcast_to(base_score, (s.weight.shape[0], n_outputs))

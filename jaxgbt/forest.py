@@ -3,8 +3,9 @@ parallel (vmap over seeds), predictions averaged; out-of-bag predictions and sco
 
 A forest tree is ``jaxgbt.fit`` with one round: learning rate 1, a small ``l2``, a start
 at the label mean, Poisson(1) bootstrap counts as row weights (``sampling="poisson"``)
-and ``colsample_bylevel`` features per level. With squared error a leaf is then the
-bootstrap mean of its labels, and a level's gain is the decrease in squared error;
+and ``colsample_bylevel`` features per level (``colsample_bynode`` per node for
+depthwise trees, as scikit-learn draws ``max_features`` per node). With squared error a
+leaf is then the bootstrap mean of its labels, and a level's gain is the decrease in squared error;
 for classification the labels are one-hot, so leaves hold class frequencies and the
 gain, summed over classes, is the decrease in Gini impurity (as in scikit-learn's
 ``RandomForestClassifier``). ``fit_many`` grows every tree in one vmapped program over
@@ -57,10 +58,11 @@ class Forest(NamedTuple):
 
 
 def fit_forest(X, y, *, task: str = "regression", n_trees: int = 100, depth: int = 8,
+               grow_policy: str = "oblivious",
                max_features: "float | str | None" = None, n_bins: int = 64,
                min_child_weight: float = 1.0, l2: float = 1e-3, seed: int = 0,
                batch_size: int | None = None) -> Forest:
-    """Fits a random forest of oblivious trees.
+    """Fits a random forest of oblivious (or depthwise) trees.
 
     Example::
 
@@ -76,8 +78,10 @@ def fit_forest(X, y, *, task: str = "regression", n_trees: int = 100, depth: int
       n_trees: T.
       depth: D, levels per tree (2**D leaves; oblivious trees need more levels than
         ordinary ones for the same fit).
-      max_features: fraction of the features each level may choose from (its
-        ``colsample_bylevel``), or "sqrt" for sqrt(F) of them; default: "sqrt" for
+      grow_policy: "oblivious" or "depthwise" (each node its own split, as in
+        scikit-learn's forests but grown to a fixed depth).
+      max_features: fraction of the features each level (oblivious) or node
+        (depthwise) may choose from, or "sqrt" for sqrt(F) of them; default: "sqrt" for
         classification, 1.0 for regression (scikit-learn's defaults).
       n_bins: B, histogram bins per feature including the missing bin. A forest tree
         costs about F x 2**D x B per level whatever N is, so fewer bins than for
@@ -96,6 +100,7 @@ def fit_forest(X, y, *, task: str = "regression", n_trees: int = 100, depth: int
         raise ValueError(f"task={task!r}: use 'regression' or 'classification'.")
     check.check_int(n_trees, "n_trees", 1)
     check.check_int(seed, "seed", 0, 2**32 - 1)
+    check.check_choice(grow_policy, "grow_policy", ("oblivious", "depthwise"))
     X = check.check_X(X)
     target, classes, objective = _targets(task, y, X.shape[0])
     colsample = _feature_fraction(max_features, task, X.shape[1])
@@ -110,7 +115,9 @@ def fit_forest(X, y, *, task: str = "regression", n_trees: int = 100, depth: int
     members = fit_many(objective, X, target, params={"seed": seeds}, batch_size=batch_size,
                        n_trees=1, depth=depth, n_bins=n_bins, learning_rate=1.0, l2=l2,
                        min_child_weight=min_child_weight, base_score=start,
-                       sampling="poisson", subsample=1.0, colsample_bylevel=colsample)
+                       sampling="poisson", subsample=1.0, grow_policy=grow_policy,
+                       **{"colsample_bynode" if grow_policy == "depthwise"
+                          else "colsample_bylevel": colsample})
     model = _average(members)
     oob = _compiled_oob(model, jnp.asarray(X), jnp.asarray(seeds))
     return Forest(model, np.asarray(oob), _oob_score(task, target, oob), seeds, classes)

@@ -8,6 +8,8 @@ Format ``jaxgbt.model`` version 1 (documented in docs/model_format.md):
                  "arrays": {NAME: {"dtype": STR, "shape": [..]}}}
   NAME.npy      one per array of the Booster, read with allow_pickle=False
 
+A depthwise model adds the optional header field "grow_policy": "depthwise" (its split
+arrays then have one entry per node, shape (T, 2**D - 1)); files without it are oblivious.
 A model with categorical features adds the optional header field "categorical", the
 arrays categories.npy and category_stats.npy, and labels.json (the category labels);
 files without them load as before.
@@ -33,6 +35,7 @@ from jaxgbt import categorical
 from jaxgbt._dtypes import MAX_DEPTH
 from jaxgbt.model import Booster, as_numpy
 from jaxgbt.objectives import Link, Objective, by_name
+from jaxgbt.tree import GROW_POLICIES, n_splits
 
 FORMAT = "jaxgbt.model"
 VERSION = 1
@@ -58,8 +61,9 @@ class ModelFormatError(ValueError):
     """A model file that is not a valid jaxgbt model."""
 
 
-def _expected_shapes(T: int, D: int, K: int) -> dict[str, tuple[int, ...]]:
-    per_level = (T, D)
+def _expected_shapes(T: int, D: int, K: int,
+                     grow_policy: str = "oblivious") -> dict[str, tuple[int, ...]]:
+    per_level = (T, n_splits(D, grow_policy))
     return {"feature": per_level, "threshold": per_level, "default_left": per_level,
             "split_gain": per_level, "leaf_value": (T, 2**D, K), "base_score": (K,)}
 
@@ -87,6 +91,8 @@ def save(model: Booster, path) -> None:
             key: [None if np.isnan(v) else float(v) for v in np.asarray(values, np.float64)]
             for key, values in model.history.items()},
     }
+    if model.grow_policy != "oblivious":
+        header["grow_policy"] = model.grow_policy
     members = {}
     if model.encoder is not None:
         header["categorical"], encoder_arrays, labels = _encoder_record(model.encoder)
@@ -245,12 +251,15 @@ def load(path, link: Link | None = None) -> Booster:
             _fail(path, "vector_output must be a boolean and objective a string")
         if not isinstance(header.get("custom_link", False), bool):
             _fail(path, "custom_link must be a boolean")
+        grow_policy = header.get("grow_policy", "oblivious")
+        if grow_policy not in GROW_POLICIES:
+            _fail(path, f"grow_policy must be one of {GROW_POLICIES}")
         if not vector_output and K != 1:
             _fail(path, f"a scalar-output model must have n_outputs=1, not {K}")
         if T * 2**D * K > MAX_LEAF_VALUES:
             _fail(path, f"{T} trees x {2**D} leaves x {K} outputs is too large to load")
         arrays = {field: read_array(archive, field, _DTYPES[field], shape, path)
-                  for field, shape in _expected_shapes(T, D, K).items()}
+                  for field, shape in _expected_shapes(T, D, K, grow_policy).items()}
         encoder = _read_encoder(archive, header, F, path)
     split_features = F if encoder is None else encoder.n_encoded
     if ((arrays["feature"] < 0) | (arrays["feature"] >= split_features)).any():
@@ -279,7 +288,8 @@ def load(path, link: Link | None = None) -> Booster:
                       "predict returns raw margins unless you pass load(path, link=...).",
                       stacklevel=2)
     return Booster(**{k: jnp.asarray(v) for k, v in arrays.items()}, objective=objective,
-                   n_features=F, vector_output=vector_output, best_round=best_round,
+                   n_features=F, vector_output=vector_output, grow_policy=grow_policy,
+                   best_round=best_round,
                    history=history, encoder=encoder)
 
 

@@ -26,8 +26,10 @@ from jaxgbt.resources import available_bytes, estimate_fit_memory
 # fit's arguments that are traced arrays, so they can differ between members.
 SWEEPABLE = ("learning_rate", "l2", "l1", "min_split_gain", "min_child_weight",
              "hessian_floor", "base_score", "sample_weight", "seed", "subsample",
-             "colsample_bytree", "colsample_bylevel", "goss_top_rate", "goss_other_rate")
-_RATES = ("subsample", "colsample_bytree", "colsample_bylevel", "goss_top_rate",
+             "colsample_bytree", "colsample_bylevel", "colsample_bynode", "goss_top_rate",
+             "goss_other_rate")
+_RATES = ("subsample", "colsample_bytree", "colsample_bylevel", "colsample_bynode",
+          "goss_top_rate",
           "goss_other_rate")
 _NONNEGATIVE = ("l2", "l1", "min_split_gain", "min_child_weight", "hessian_floor")
 # Built-in objectives whose labels are classes: cv stratifies their folds by default.

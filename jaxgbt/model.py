@@ -1,4 +1,4 @@
-"""The fitted model: stacked oblivious trees with float thresholds, as a pytree.
+"""The fitted model: stacked trees with float thresholds, as a pytree.
 
 A ``Booster`` holds only what prediction needs. Its arrays are pytree leaves, so a
 model can be passed through ``jit``, stacked by ``vmap``, and differentiated:
@@ -18,19 +18,22 @@ from jaxgbt.objectives import Objective
 @jax.tree_util.register_dataclass
 @dataclasses.dataclass(frozen=True)
 class Booster:
-    """A boosted ensemble of oblivious trees.
+    """A boosted ensemble of oblivious (or depthwise) trees.
 
     Attributes:
-      feature: i32[T, D], the feature tested at each level.
-      threshold: f32[T, D]; a row goes left at a level when ``x <= threshold``.
-      default_left: bool[T, D], where a missing (NaN) value goes.
-      split_gain: f32[T, D], the training gain of each level (0 for a pass-through
-        level).
+      feature: i32[T, M], the feature tested at each level (oblivious trees, M = D) or
+        at each node in heap order (depthwise trees, M = 2**D - 1: node j of level d
+        at index 2**d - 1 + j, its children nodes 2j and 2j + 1 of level d + 1).
+      threshold: f32[T, M]; a row goes left at a split when ``x <= threshold``.
+      default_left: bool[T, M], where a missing (NaN) value goes.
+      split_gain: f32[T, M], the training gain of each split (0 for a pass-through
+        split, which sends every row left).
       leaf_value: f32[T, L, K], leaf values with the learning rate applied.
       base_score: f32[K], the starting margin.
       objective: the Objective the model was trained with (static).
       n_features: F (static).
       vector_output: whether margins have shape (N, K) rather than (N,) (static).
+      grow_policy: "oblivious" or "depthwise", the layout of the split arrays (static).
       best_round: i32[], the round of the best validation score when the fit had an
         eval_set and early stopping, else None. ``predict`` uses trees 0..best_round
         unless told otherwise.
@@ -49,6 +52,7 @@ class Booster:
     objective: Objective = dataclasses.field(metadata=dict(static=True))
     n_features: int = dataclasses.field(metadata=dict(static=True))
     vector_output: bool = dataclasses.field(default=False, metadata=dict(static=True))
+    grow_policy: str = dataclasses.field(default="oblivious", metadata=dict(static=True))
     best_round: jax.Array | None = None
     history: dict[str, jax.Array] | None = None
     encoder: Encoder | None = None
@@ -59,7 +63,9 @@ class Booster:
 
     @property
     def depth(self) -> int:
-        return self.feature.shape[-1]
+        from jaxgbt.tree import depth_of
+
+        return depth_of(self.feature.shape[-1], self.grow_policy)
 
     @property
     def n_outputs(self) -> int:
@@ -159,16 +165,36 @@ class Booster:
         save(self, path)
 
     def __repr__(self) -> str:
+        policy = "" if self.grow_policy == "oblivious" else f", grow_policy={self.grow_policy!r}"
         return (f"Booster(objective={self.objective.name!r}, n_trees={self.n_trees}, "
-                f"depth={self.depth}, n_features={self.n_features}, n_outputs={self.n_outputs})")
+                f"depth={self.depth}{policy}, n_features={self.n_features}, "
+                f"n_outputs={self.n_outputs})")
 
 
 def _leaf_index(model: Booster, X: jax.Array) -> jax.Array:
     """i32[N, T]: leaf ids, from one gather of X per (tree, level)."""
+    if model.grow_policy == "depthwise":
+        return _depthwise_leaf_index(model, X)
     x = X[:, model.feature]  # [N, T, D]
     right = jnp.where(jnp.isnan(x), ~model.default_left[None], x > model.threshold[None])
     place = 2 ** jnp.arange(model.depth - 1, -1, -1, dtype=jnp.int32)  # first level = high bit
     return jnp.sum(right.astype(jnp.int32) * place[None, None], axis=-1)
+
+
+def _depthwise_leaf_index(model: Booster, X: jax.Array) -> jax.Array:
+    """i32[N, T]: leaf ids of depthwise trees, one level at a time: each row reads the
+    split of the node it has reached."""
+    n_rows, n_trees = X.shape[0], model.feature.shape[0]
+    tree = jnp.arange(n_trees)[None, :]
+    row = jnp.arange(n_rows)[:, None]
+    node = jnp.zeros((n_rows, n_trees), jnp.int32)
+    for d in range(model.depth):
+        at = 2**d - 1 + node  # [N, T], heap index
+        x = X[row, model.feature[tree, at]]
+        right = jnp.where(jnp.isnan(x), ~model.default_left[tree, at],
+                          x > model.threshold[tree, at])
+        node = 2 * node + right.astype(jnp.int32)
+    return node
 
 
 # Trees per step of the prediction scan: enough to amortise the loop, small enough that

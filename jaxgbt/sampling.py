@@ -14,7 +14,10 @@ Row sampling multiplies each row's weight for the round:
              rows of largest |g|, and of the rest a ``goss_other_rate`` fraction,
              weighted up by (1 - top) / other
 Feature sampling draws ``colsample_bytree`` of the features per tree and, of those,
-``colsample_bylevel`` per level; a level searches only its drawn features.
+``colsample_bylevel`` per level; a level searches only its drawn features. Depthwise
+trees can also draw ``colsample_bynode`` of a level's features for each of its nodes
+(XGBoost ``colsample_bynode``, LightGBM ``feature_fraction_bynode``, scikit-learn's
+random forest ``max_features``).
 """
 
 from typing import NamedTuple
@@ -34,6 +37,7 @@ class SamplingParams(NamedTuple):
     colsample_bylevel: jax.Array
     goss_top_rate: jax.Array
     goss_other_rate: jax.Array
+    colsample_bynode: jax.Array | float = 1.0
 
 
 def round_keys(params: SamplingParams, round_index: jax.Array) -> tuple[jax.Array, jax.Array]:
@@ -85,3 +89,18 @@ def level_feature_masks(key: jax.Array, params: SamplingParams, n_features: int,
     tree = _draw(tree_key, jnp.ones(n_features, bool), params.colsample_bytree)
     return jax.vmap(lambda k: _draw(k, tree, params.colsample_bylevel))(
         jax.random.split(level_key, depth))
+
+
+def node_feature_masks(key: jax.Array, params: SamplingParams, level_masks: jax.Array,
+                       n_nodes: int) -> jax.Array:
+    """bool[D, n_nodes, F]: the features each node of a depthwise tree may split on,
+    ``colsample_bynode`` of its level's features bool[D, F] (``level_feature_masks``,
+    whose draws these leave unchanged)."""
+    depth = level_masks.shape[0]
+    keys = jax.random.split(jax.random.fold_in(key, 1), depth * n_nodes)
+    keys = keys.reshape((depth, n_nodes) + keys.shape[1:])
+
+    def level(level_keys, mask):
+        return jax.vmap(lambda k: _draw(k, mask, params.colsample_bynode))(level_keys)
+
+    return jax.vmap(level)(keys, level_masks)

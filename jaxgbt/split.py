@@ -1,4 +1,4 @@
-"""Split gain and the choice of one oblivious level's split.
+"""Split gain, and the choice of an oblivious level's split or of each node's own split.
 
 The gain is XGBoost's (Chen & Guestrin 2016, eq. 7) with an L1 term: for gradient
 and Hessian sums G, H of a node,
@@ -11,6 +11,8 @@ direction) to every node of the level, so its gain is the sum over nodes; a node
 left or right child would hold less Hessian than ``min_child_weight`` adds nothing.
 The level is split only when that sum exceeds ``max(min_split_gain, 0)``; otherwise it is a
 pass-through level that sends every row left, so that trees keep a fixed shape.
+A depthwise tree (``best_node_splits``) picks each node's split from that node's gains
+alone, with the same rule per node.
 """
 
 from typing import NamedTuple
@@ -58,31 +60,64 @@ def _score(G: jax.Array, H: jax.Array, params: SplitParams) -> jax.Array:
     return jnp.sum(T * T / jnp.maximum(H + params.l2, MIN_DENOMINATOR), axis=-1)
 
 
-def level_gains(hist: jax.Array, params: SplitParams) -> jax.Array:
-    """Gain of every candidate split of one level.
+def _children(hist: jax.Array):
+    """(left, right, total) sums of every candidate split of every node.
 
     Args:
-      hist: f32[F, n_nodes, B, 2K]; the last bin holds missing values.
+      hist: f32[F, n, B, 2K]; the last bin holds missing values.
 
     Returns:
-      f32[F, B - 1, 2]: the gain of "bin <= b goes left" with missing values sent
-      left (index 0 of the last axis) or right (index 1), summed over nodes.
+      left, right: f32[F, n, B - 1, 2, 2K] for "bin <= b goes left" with missing values
+      sent left (index 0 of axis 3) or right (index 1); total: f32[F, n, 1, 1, 2K].
     """
-    n_outputs = hist.shape[-1] // 2
     values, missing = hist[:, :, :-1], hist[:, :, -1:]
     left_without_missing = jnp.cumsum(values, axis=2)  # [F, n, B-1, 2K]
     total = left_without_missing[:, :, -1:] + missing  # [F, n, 1, 2K]
     left = jnp.stack([left_without_missing + missing, left_without_missing], axis=-2)
-    right = total[..., None, :] - left  # [F, n, B-1, 2, 2K]
+    return left, total[..., None, :] - left, total[..., None, :]
+
+
+def node_gains(hist: jax.Array, params: SplitParams, bounds=None,
+               monotone: jax.Array | None = None) -> jax.Array:
+    """Gain of every candidate split of every node, each node on its own.
+
+    Args:
+      hist: f32[F, n, B, 2K]; the last bin holds missing values.
+      bounds: (lower, upper) f32[n, K], the range each node's leaves are held to by
+        monotone constraints (depthwise trees), or None.
+      monotone: i32[F] of -1/0/+1, with ``bounds``: a candidate on a constrained
+        feature whose children's values (clipped to the node's range) are in the wrong
+        order is not allowed.
+
+    Returns:
+      f32[F, n, B - 1, 2]: the gain of "bin <= b goes left" with missing values sent
+      left (index 0 of the last axis) or right (index 1); 0 where a child would hold
+      less Hessian than ``min_child_weight`` (or the order is wrong).
+    """
+    n_outputs = hist.shape[-1] // 2
+    left, right, total = _children(hist)
 
     def parts(sums):
         return sums[..., :n_outputs], sums[..., n_outputs:]
 
-    (GL, HL), (GR, HR), (G, H) = parts(left), parts(right), parts(total[..., None, :])
+    (GL, HL), (GR, HR), (G, H) = parts(left), parts(right), parts(total)
     gain = 0.5 * (_score(GL, HL, params) + _score(GR, HR, params) - _score(G, H, params))
     allowed = ((jnp.sum(HL, -1) >= params.min_child_weight)
                & (jnp.sum(HR, -1) >= params.min_child_weight))
-    return jnp.sum(jnp.where(allowed, gain, 0.0), axis=1)
+    if monotone is not None:
+        lower, upper = (b[None, :, None, None, :] for b in bounds)  # [1, n, 1, 1, K]
+        w_left = jnp.clip(leaf_weight(GL, HL, params), lower, upper)
+        w_right = jnp.clip(leaf_weight(GR, HR, params), lower, upper)
+        direction = monotone[:, None, None, None, None]
+        ordered = jnp.all((direction == 0) | (direction * (w_right - w_left) >= 0), axis=-1)
+        allowed = allowed & ordered
+    return jnp.where(allowed, gain, 0.0)
+
+
+def level_gains(hist: jax.Array, params: SplitParams) -> jax.Array:
+    """Gain of every candidate split of one oblivious level: ``node_gains`` summed over
+    the level's nodes, f32[F, B - 1, 2]."""
+    return jnp.sum(node_gains(hist, params), axis=1)
 
 
 def best_level_split(hist: jax.Array, params: SplitParams,
@@ -99,11 +134,17 @@ def best_level_split(hist: jax.Array, params: SplitParams,
     gains = level_gains(hist, params)
     if allowed is not None:
         gains = jnp.where(allowed[:, None, None], gains, -jnp.inf)
-    n_features, n_value_bins, _ = gains.shape
-    best = jnp.argmax(gains.reshape(-1))
+    return _argmax_split(gains.reshape(-1), gains.shape[1], params)
+
+
+def _argmax_split(flat_gains: jax.Array, n_value_bins: int, params: SplitParams) -> LevelSplit:
+    """The split of largest gain in ``flat_gains`` f32[..., F * (B - 1) * 2] (the
+    candidates of one level or node, in (feature, bin, missing) order), or the
+    pass-through split when it does not beat ``min_split_gain``."""
+    best = jnp.argmax(flat_gains, axis=-1)
+    gain = jnp.take_along_axis(flat_gains, best[..., None], axis=-1)[..., 0]
     feature, rest = jnp.divmod(best, n_value_bins * 2)
     split_bin, missing_right = jnp.divmod(rest, 2)
-    gain = gains.reshape(-1)[best]
     do_split = gain > jnp.maximum(params.min_split_gain, 0.0)
     return LevelSplit(
         feature=jnp.where(do_split, feature, 0).astype(jnp.int32),
@@ -111,3 +152,34 @@ def best_level_split(hist: jax.Array, params: SplitParams,
         default_left=jnp.where(do_split, missing_right == 0, True),
         gain=jnp.where(do_split, gain, 0.0),
     )
+
+
+def best_node_splits(hist: jax.Array, params: SplitParams, allowed: jax.Array,
+                     bounds=None, monotone: jax.Array | None = None) -> LevelSplit:
+    """Each node's own best (feature, bin, missing direction), for depthwise trees.
+
+    Args:
+      hist: f32[F, n, B, 2K].
+      allowed: bool[n, F], the features each node may split on.
+      bounds, monotone: as in ``node_gains``.
+
+    Returns:
+      A LevelSplit of arrays of shape [n]. Ties and the pass-through split of a node
+      that does not split are as in ``best_level_split``.
+    """
+    gains = node_gains(hist, params, bounds, monotone)  # [F, n, B-1, 2]
+    gains = jnp.where(allowed.T[:, :, None, None], gains, -jnp.inf)
+    n_nodes, n_value_bins = gains.shape[1], gains.shape[2]
+    return _argmax_split(jnp.moveaxis(gains, 1, 0).reshape(n_nodes, -1), n_value_bins, params)
+
+
+def chosen_children(hist: jax.Array, split: LevelSplit) -> tuple[jax.Array, jax.Array]:
+    """(left, right) f32[n, 2K]: the g and h sums of each node's children under its
+    chosen split (``best_node_splits``), read from the histogram f32[F, n, B, 2K]."""
+    n_nodes = hist.shape[1]
+    node_hist = hist[split.feature, jnp.arange(n_nodes)]  # [n, B, 2K]
+    below = jnp.cumsum(node_hist[:, :-1], axis=1)  # [n, B-1, 2K]
+    left = jnp.take_along_axis(below, split.split_bin[:, None, None], axis=1)[:, 0]
+    left = left + jnp.where(split.default_left[:, None], node_hist[:, -1], 0.0)
+    total = below[:, -1] + node_hist[:, -1]
+    return left, total - left

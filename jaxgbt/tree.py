@@ -1,9 +1,16 @@
-"""Growing one oblivious tree on binned data, as one function of fixed shapes.
+"""Growing one tree on binned data, as one function of fixed shapes.
 
 An oblivious (symmetric) tree of depth D asks the same question at every node of a
 level, so a row's leaf is the D-bit number of its answers, first level in the high
 bit: ``leaf = sum_d right_d * 2**(D - 1 - d)``. Growing a level is one histogram,
 one argmax and one update of every row's node id, with no per-node bookkeeping.
+
+A depthwise tree (XGBoost's level-wise growth) gives every node its own question. It
+is grown the same way, level by level over a fixed array of 2**(D - 1) nodes, with one
+argmax per node instead of one per level. Its splits are stored in heap order: node j
+of level d (j < 2**d) at index 2**d - 1 + j, 2**D - 1 nodes in all, and its children
+are nodes 2j and 2j + 1 of level d + 1, so leaf ids are numbered as in oblivious trees.
+A node that does not split sends all its rows left, so every tree keeps its shape.
 """
 
 import functools
@@ -11,20 +18,44 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
-from jaxgbt.constraints import allowed_after, enforce_monotone
+from jaxgbt.constraints import allowed_after, enforce_monotone, split_bounds
 from jaxgbt.histogram import build_histogram
-from jaxgbt.split import SplitParams, best_level_split, leaf_weight
+from jaxgbt.split import (
+    LevelSplit,
+    SplitParams,
+    best_level_split,
+    best_node_splits,
+    chosen_children,
+    leaf_weight,
+)
+
+GROW_POLICIES = ("oblivious", "depthwise")
 
 
 class BinnedTree(NamedTuple):
-    """One tree in bin space, as grown (thresholds are looked up afterwards)."""
+    """One tree in bin space, as grown (thresholds are looked up afterwards).
 
-    feature: jax.Array  # i32[D]
-    split_bin: jax.Array  # i32[D]
-    default_left: jax.Array  # bool[D]
-    gain: jax.Array  # f32[D]
+    The split arrays have one entry per level (oblivious, M = D) or per node in heap
+    order (depthwise, M = 2**D - 1).
+    """
+
+    feature: jax.Array  # i32[M]
+    split_bin: jax.Array  # i32[M]
+    default_left: jax.Array  # bool[M]
+    gain: jax.Array  # f32[M]
     leaf_value: jax.Array  # f32[L, K], learning rate not yet applied
+
+
+def n_splits(depth: int, grow_policy: str) -> int:
+    """M, the splits a tree of depth D stores: D (oblivious) or 2**D - 1 (depthwise)."""
+    return depth if grow_policy == "oblivious" else 2**depth - 1
+
+
+def depth_of(n_split_entries: int, grow_policy: str) -> int:
+    """D from M, the inverse of ``n_splits``."""
+    return n_split_entries if grow_policy == "oblivious" else (n_split_entries + 1).bit_length() - 1
 
 
 def goes_right(column: jax.Array, split_bin: jax.Array, default_left: jax.Array,
@@ -105,3 +136,139 @@ def grow_tree(bins: jax.Array, gh: jax.Array, params: SplitParams, depth: int, n
     tree = BinnedTree(splits.feature, splits.split_bin, splits.default_left, splits.gain,
                       leaf_value)
     return tree, leaf
+
+
+def _search_node_splits(n_nodes: int, hist, params: SplitParams, allowed, bounds, monotone):
+    """The best split of each of the first n_nodes nodes (those in use at a level),
+    padded with pass-through splits to the whole node array."""
+    n_all, last_value_bin = hist.shape[1], hist.shape[2] - 2
+    split = best_node_splits(hist[:, :n_nodes], params, allowed[:n_nodes],
+                             None if bounds is None else tuple(b[:n_nodes] for b in bounds),
+                             monotone)
+    if n_nodes == n_all:
+        return split
+    pad = n_all - n_nodes
+    return LevelSplit(feature=jnp.pad(split.feature, (0, pad)),
+                      split_bin=jnp.pad(split.split_bin, (0, pad), constant_values=last_value_bin),
+                      default_left=jnp.pad(split.default_left, (0, pad), constant_values=True),
+                      gain=jnp.pad(split.gain, (0, pad)))
+
+
+def _heap_order(depth: int) -> np.ndarray:
+    """Indices into a [D, 2**(D-1)] per-level node array of the heap-ordered nodes."""
+    n_nodes = 2 ** (depth - 1)
+    return np.concatenate([d * n_nodes + np.arange(2**d) for d in range(depth)])
+
+
+def grow_depthwise_tree(bins: jax.Array, gh: jax.Array, params: SplitParams, depth: int,
+                        n_bins: int, axis_name: str | None = None,
+                        level_allowed: jax.Array | None = None,
+                        interaction_sets: jax.Array | None = None,
+                        monotone: jax.Array | None = None
+                        ) -> tuple[BinnedTree, jax.Array, tuple | None]:
+    """Grows one depthwise tree (each node its own split), level by level.
+
+    Args are those of ``grow_tree``; here interaction constraints hold along each path
+    from the root (XGBoost's rule) and a monotone feature may split any node: its
+    split bounds the values of the two subtrees on either side of the midpoint of the
+    children's values (``constraints.split_bounds``).
+
+    Returns:
+      The tree (split arrays of shape [2**D - 1], heap order), each row's leaf id
+      i32[N], and the leaves' (lower, upper) bounds f32[L, K] under monotone
+      constraints (None without them): leaf values are clipped to them, and so must be
+      any refreshed leaf values.
+    """
+    n_rows, n_features = bins.shape[1], bins.shape[0]
+    n_outputs = gh.shape[1] // 2
+    n_nodes = 2 ** (depth - 1)
+    searches = [functools.partial(_search_node_splits, 2**d) for d in range(depth)]
+    # Child c of the level below is side c % 2 of node c // 2.
+    children = jnp.arange(2 * n_nodes)
+    parent, is_right = children // 2, (children % 2 == 1)[:, None]
+
+    def level(carry, inputs):
+        node, used, bounds = carry
+        d, level_allowed_d = inputs
+        allowed = jnp.broadcast_to(level_allowed_d, (n_nodes, n_features))
+        if interaction_sets is not None:
+            allowed = allowed & jax.vmap(
+                lambda u: allowed_after(u, interaction_sets, None))(used)
+        hist = _psum(build_histogram(bins, node, gh, n_nodes, n_bins), axis_name)
+        level_bounds = None if bounds is None else (bounds[0][:n_nodes], bounds[1][:n_nodes])
+        split = jax.lax.switch(d, searches, hist, params, allowed, level_bounds, monotone)
+        column = jnp.take_along_axis(bins, split.feature[node][None], axis=0)[0]
+        right = goes_right(column, split.split_bin[node], split.default_left[node], n_bins - 1)
+        # Children inherit their parent's path features and bounds (entries past the
+        # level's children read padding nodes and are never used).
+        did_split = split.gain > 0
+        used = used | (jax.nn.one_hot(split.feature, n_features, dtype=bool)
+                       & did_split[:, None])
+        if bounds is not None:
+            left_sums, right_sums = chosen_children(hist, split)
+            left_bounds, right_bounds = split_bounds(
+                leaf_weight(left_sums[:, :n_outputs], left_sums[:, n_outputs:], params),
+                leaf_weight(right_sums[:, :n_outputs], right_sums[:, n_outputs:], params),
+                level_bounds, jnp.where(did_split, monotone[split.feature], 0))
+            bounds = tuple(jnp.where(is_right, r[parent], lft[parent])
+                           for lft, r in zip(left_bounds, right_bounds, strict=True))
+        return (2 * node + right.astype(jnp.int32), used[parent[:n_nodes]], bounds), split
+
+    if level_allowed is None:
+        level_allowed = jnp.ones((depth, n_features), bool)
+    bounds = None
+    if monotone is not None:  # one entry per node of the level below, 2**D at the end
+        bounds = (jnp.full((2 * n_nodes, n_outputs), -jnp.inf, jnp.float32),
+                  jnp.full((2 * n_nodes, n_outputs), jnp.inf, jnp.float32))
+    (leaf, _, leaf_bounds), splits = jax.lax.scan(
+        level, (jnp.zeros(n_rows, jnp.int32), jnp.zeros((n_nodes, n_features), bool), bounds),
+        (jnp.arange(depth), level_allowed))
+    heap = _heap_order(depth)
+    tree_splits = jax.tree.map(lambda a: a.reshape(-1)[heap], splits)
+    sums = _psum(jax.ops.segment_sum(gh, leaf, num_segments=2**depth), axis_name)
+    leaf_value = leaf_weight(sums[:, :n_outputs], sums[:, n_outputs:], params)
+    if leaf_bounds is not None:
+        leaf_value = jnp.clip(leaf_value, *leaf_bounds)
+    tree = BinnedTree(tree_splits.feature, tree_splits.split_bin, tree_splits.default_left,
+                      tree_splits.gain, leaf_value)
+    return tree, leaf, leaf_bounds
+
+
+def grow(grow_policy: str, bins: jax.Array, gh: jax.Array, params: SplitParams, depth: int,
+         n_bins: int, axis_name: str | None = None, level_allowed: jax.Array | None = None,
+         interaction_sets: jax.Array | None = None, monotone: jax.Array | None = None
+         ) -> tuple[BinnedTree, jax.Array, tuple | None]:
+    """One tree of the given growth policy: (tree, leaf ids i32[N], leaf bounds or None)."""
+    if grow_policy == "depthwise":
+        return grow_depthwise_tree(bins, gh, params, depth, n_bins, axis_name, level_allowed,
+                                   interaction_sets, monotone)
+    tree, leaf = grow_tree(bins, gh, params, depth, n_bins, axis_name, level_allowed,
+                           interaction_sets, monotone)
+    return tree, leaf, None
+
+
+def constrain_leaves(grow_policy: str, tree: BinnedTree, leaf_bounds, monotone) -> BinnedTree:
+    """The tree with its leaf values made monotone again (after they were refreshed)."""
+    if monotone is None:
+        return tree
+    if grow_policy == "depthwise":
+        return tree._replace(leaf_value=jnp.clip(tree.leaf_value, *leaf_bounds))
+    return tree._replace(leaf_value=enforce_monotone(tree.leaf_value, tree.feature,
+                                                     tree.gain > 0, monotone))
+
+
+def leaf_from_bins(bins: jax.Array, tree: BinnedTree, n_bins: int, grow_policy: str) -> jax.Array:
+    """i32[N]: each row's leaf in one binned tree, from binned features u8[F, N]."""
+    n_rows = bins.shape[1]
+    leaf = jnp.zeros(n_rows, jnp.int32)
+    depth = depth_of(tree.feature.shape[0], grow_policy)
+    for d in range(depth):
+        if grow_policy == "depthwise":
+            at = 2**d - 1 + leaf
+            column = jnp.take_along_axis(bins, tree.feature[at][None], axis=0)[0]
+            right = goes_right(column, tree.split_bin[at], tree.default_left[at], n_bins - 1)
+        else:
+            column = jax.lax.dynamic_index_in_dim(bins, tree.feature[d], axis=0, keepdims=False)
+            right = goes_right(column, tree.split_bin[d], tree.default_left[d], n_bins - 1)
+        leaf = 2 * leaf + right.astype(jnp.int32)
+    return leaf

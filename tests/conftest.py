@@ -33,3 +33,14 @@ def regression_data():
 @pytest.fixture
 def binary_data():
     return make_binary()
+
+
+@pytest.fixture(scope="module")
+def wavy_data():
+    """Data for constraints: increasing in x0 on average but wavy, decreasing in x1 on
+    average but wavy, so an unconstrained model follows the waves and is not monotone."""
+    rng = np.random.default_rng(71)
+    X = rng.normal(size=(600, 4)).astype(np.float32)
+    y = (X[:, 0] + 0.8 * np.sin(4 * X[:, 0]) - X[:, 1] + 0.8 * np.sin(4 * X[:, 1])
+         + X[:, 2] * X[:, 3] + 0.1 * rng.normal(size=600)).astype(np.float32)
+    return X, y

@@ -1,5 +1,6 @@
 """Slow, obvious float64 NumPy versions of jaxgbt's binning, histogram, split gain,
-oblivious-tree growth and prediction, written from the docstrings with plain loops.
+oblivious- and depthwise-tree growth and prediction, written from the docstrings with
+plain loops.
 
 Shapes use the names of ``jaxgbt/_dtypes.py``: N rows, F features, B bins (the last
 one holds NaN), D levels, L = 2**D leaves, T trees, K outputs, C = 2K.
@@ -284,4 +285,66 @@ def predict(X: np.ndarray, feature: np.ndarray, threshold: np.ndarray,
                 right = (not default_left[t, d]) if np.isnan(x) else not x <= threshold[t, d]
                 leaves[i, t] += int(right) * 2 ** (depth - 1 - d)
             raw[i] += leaf_value[t, leaves[i, t]]
+    return raw, leaves
+
+
+# Depthwise trees -------------------------------------------------------------------------
+
+
+def grow_depthwise_tree(bins: np.ndarray, gh: np.ndarray, depth: int, n_bins: int, *, l2: float,
+                        l1: float = 0.0, min_split_gain: float = 0.0,
+                        min_child_weight: float = 0.0) -> Tree:
+    """One depthwise tree: every node picks its own ``best_split`` from a histogram of its
+    own rows. Splits are in heap order (node j of level d at 2**d - 1 + j); a row at node
+    j goes to node 2j (left) or 2j + 1 (right) of the next level, its leaf is its node
+    after D levels."""
+    bins = np.asarray(bins, np.int64)
+    n_rows = bins.shape[1]
+    node = np.zeros(n_rows, np.int64)
+    splits = []
+    for d in range(depth):
+        for j in range(2**d):
+            rows = node == j
+            # A one-node histogram of the node's rows: level_gains sums over one node.
+            hist = histogram(bins[:, rows], np.zeros(rows.sum(), np.int64), gh[rows], 1, n_bins)
+            splits.append(best_split(level_gains(hist, l2, l1, min_child_weight),
+                                     min_split_gain))
+        new_node = np.zeros(n_rows, np.int64)
+        for i in range(n_rows):
+            split = splits[2**d - 1 + node[i]]
+            right = goes_right(bins[split.feature, i], split.split_bin, split.default_left,
+                               n_bins)
+            new_node[i] = 2 * node[i] + int(right)
+        node = new_node
+    return Tree(
+        feature=np.array([s.feature for s in splits]),
+        split_bin=np.array([s.split_bin for s in splits]),
+        default_left=np.array([s.default_left for s in splits]),
+        gain=np.array([s.gain for s in splits]),
+        leaf_value=leaf_values(gh, node, 2**depth, l2, l1),
+        leaf=node,
+    )
+
+
+def predict_depthwise(X: np.ndarray, feature: np.ndarray, threshold: np.ndarray,
+                      default_left: np.ndarray, leaf_value: np.ndarray,
+                      base_score: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Raw margins f64[N, K] and leaves i64[N, T] of depthwise trees (split arrays of
+    shape (T, 2**D - 1) in heap order) on float features."""
+    n_trees, n_nodes = feature.shape
+    depth = int(np.log2(n_nodes + 1))
+    n_rows = X.shape[0]
+    leaves = np.zeros((n_rows, n_trees), np.int64)
+    raw = np.zeros((n_rows, leaf_value.shape[-1]))
+    for i in range(n_rows):
+        raw[i] = np.asarray(base_score, np.float64)
+        for t in range(n_trees):
+            j = 0
+            for d in range(depth):
+                at = 2**d - 1 + j
+                x = X[i, feature[t, at]]
+                right = (not default_left[t, at]) if np.isnan(x) else not x <= threshold[t, at]
+                j = 2 * j + int(right)
+            leaves[i, t] = j
+            raw[i] += leaf_value[t, j]
     return raw, leaves

@@ -7,17 +7,6 @@ import jaxgbt
 from jaxgbt.constraints import enforce_monotone
 
 
-@pytest.fixture(scope="module")
-def wavy_data():
-    rng = np.random.default_rng(71)
-    X = rng.normal(size=(600, 4)).astype(np.float32)
-    # Increasing in x0 on average but wavy, decreasing in x1 on average but wavy: an
-    # unconstrained model follows the waves and is not monotone.
-    y = (X[:, 0] + 0.8 * np.sin(4 * X[:, 0]) - X[:, 1] + 0.8 * np.sin(4 * X[:, 1])
-         + X[:, 2] * X[:, 3] + 0.1 * rng.normal(size=600)).astype(np.float32)
-    return X, y
-
-
 def _violations(model, X, feature, direction, rng, n_pairs=10_000):
     rows = X[rng.integers(0, len(X), n_pairs)].copy()
     low = rng.normal(size=n_pairs).astype(np.float32) * 2
