@@ -1,6 +1,7 @@
 """``fit``: validate -> bin -> train -> Booster, on the host, with one compiled loop."""
 
 import dataclasses
+import functools
 from collections.abc import Sequence
 
 import jax
@@ -208,8 +209,13 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
                      on_chunk=on_chunk, start_raw=start_raw, round_offset=round_offset)
     trees = progress.trees
 
-    # Split bins are at most B - 2, the last value bin, whose threshold is +inf.
-    threshold = jnp.asarray(thresholds)[trees.feature, trees.split_bin]
+    # Split bins are at most B - 2, the last value bin, whose threshold is +inf. Looked up
+    # on the host when the trees are concrete (eagerly, each op would compile).
+    if check.is_traced(trees.feature):
+        threshold = jnp.asarray(thresholds)[trees.feature, trees.split_bin]
+    else:
+        threshold = jnp.asarray(np.asarray(thresholds)[np.asarray(trees.feature),
+                                                        np.asarray(trees.split_bin)])
     model = Booster(feature=trees.feature, threshold=threshold,
                     default_left=trees.default_left, split_gain=trees.gain,
                     leaf_value=trees.leaf_value, base_score=start, objective=objective,
@@ -559,7 +565,11 @@ def _base_score(objective: Objective, base_score, data: TrainData, config: Boost
             raise ValueError(f"base_score={base_score} must be finite.")
         return start
     if objective.init_score is not None:
-        start = jnp.broadcast_to(objective.init_score(data.y, data.weight), (n_outputs,))
+        try:
+            start = _initial_margin(objective.init_score, n_outputs, data.y, data.weight)
+        except (jax.errors.TracerArrayConversionError, jax.errors.ConcretizationTypeError):
+            # An init_score that reads its labels on the host (softmax counts classes).
+            start = jnp.broadcast_to(objective.init_score(data.y, data.weight), (n_outputs,))
     elif config.grouped:
         start = jnp.zeros((n_outputs,))  # a group loss is usually shift-invariant
     else:
@@ -567,15 +577,22 @@ def _base_score(objective: Objective, base_score, data: TrainData, config: Boost
                                 n_outputs)
     start = start.astype(jnp.float32)
     if not check.is_traced(start):
-        raw = jnp.broadcast_to(start, (data.weight.shape[0], n_outputs))
+        raw = np.broadcast_to(np.asarray(start), (data.weight.shape[0], n_outputs))
         g, h, _ = compiled_derivatives(config, params, data, raw)
-        bad = ~(jnp.isfinite(g) & jnp.isfinite(h)).all(axis=1)
+        # Checked on the host: eagerly, each device op would compile.
+        bad = ~(np.isfinite(np.asarray(g)) & np.isfinite(np.asarray(h))).all(axis=1)
         if not np.isfinite(np.asarray(start)).all() or bool(bad.any()):
             raise FloatingPointError(
                 f"loss {objective.name!r} gives NaN or infinite gradients at the starting margin "
                 f"{np.asarray(start)} for {int(bad.sum())} of {bad.shape[0]} rows. Check the loss "
                 "on those labels (log of 0, division by 0), or pass a finite base_score.")
     return start
+
+
+@functools.partial(jax.jit, static_argnames=("init_score", "n_outputs"))
+def _initial_margin(init_score, n_outputs: int, y, weight) -> jax.Array:
+    """f32[K]: an objective's constant start, compiled as one program."""
+    return jnp.broadcast_to(init_score(y, weight), (n_outputs,)).astype(jnp.float32)
 
 
 def _check_finite(model: Booster, bad_rows: np.ndarray, n_rows: int) -> None:

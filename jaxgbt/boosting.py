@@ -16,6 +16,7 @@ from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from jaxgbt._derivatives import Derivatives, group_derivatives, row_derivatives
+from jaxgbt._validation import is_traced
 from jaxgbt.config import BoostConfig
 from jaxgbt.leaves import newton_full, quantile_leaves
 from jaxgbt.sampling import (
@@ -242,11 +243,16 @@ def train(config: BoostConfig, params: BoostParams, data: TrainData, base_score:
     """
     n_rows = data.weight.shape[0]
     if resume is None:
-        raw = (jnp.broadcast_to(base_score, (n_rows, config.n_outputs)) if start_raw is None
-               else start_raw)
-        no_trees = jax.tree.map(lambda a: a[None][:0], _empty_tree(
-            config.depth, config.n_outputs, config.grow_policy))
-        done = Progress(trees=no_trees, raw=raw, bad_rows=jnp.zeros((0,), jnp.int32))
+        # Host arrays where values are concrete: eagerly, each device op would compile.
+        start = base_score if is_traced(base_score) else np.asarray(base_score)
+        if start_raw is not None:
+            raw = start_raw
+        elif is_traced(start):
+            raw = jnp.broadcast_to(start, (n_rows, config.n_outputs))
+        else:
+            raw = jax.device_put(np.broadcast_to(start, (n_rows, config.n_outputs)))
+        no_trees = _no_trees(config)
+        done = Progress(trees=no_trees, raw=raw, bad_rows=np.zeros((0,), np.int32))
     else:
         done = resume
     raw = done.raw
@@ -261,7 +267,9 @@ def train(config: BoostConfig, params: BoostParams, data: TrainData, base_score:
                                                  n_trees_array)
         kept = min(config.rounds_per_chunk, n_trees - first_round)
         if kept < config.rounds_per_chunk:
-            trees, bad_rows = jax.tree.map(lambda a, kept=kept: a[:kept], (trees, bad_rows))
+            trees, bad_rows = jax.tree.map(
+                lambda a, kept=kept: a[:kept] if is_traced(a) else np.asarray(a)[:kept],
+                (trees, bad_rows))
         parts.append((trees, bad_rows))
         if on_chunk is not None:
             done = _joined(parts, raw[:n_rows])
@@ -269,6 +277,16 @@ def train(config: BoostConfig, params: BoostParams, data: TrainData, base_score:
             if on_chunk(done):
                 break
     return _joined(parts, raw[:n_rows])
+
+
+def _no_trees(config: BoostConfig) -> BinnedTree:
+    """Zero trees, as host arrays of the shapes a stack of trees has."""
+    n_entries = n_splits(config.depth, config.grow_policy)
+    return BinnedTree(feature=np.zeros((0, n_entries), np.int32),
+                      split_bin=np.zeros((0, n_entries), np.int32),
+                      default_left=np.zeros((0, n_entries), bool),
+                      gain=np.zeros((0, n_entries), np.float32),
+                      leaf_value=np.zeros((0, 2**config.depth, config.n_outputs), np.float32))
 
 
 def _joined(parts: list, raw: jax.Array) -> Progress:
@@ -279,10 +297,7 @@ def _joined(parts: list, raw: jax.Array) -> Progress:
 
 
 def _concatenate(chunks):
-    if len(chunks) == 1:
-        return chunks[0]
-    from jaxgbt._validation import is_traced
-
     if any(is_traced(c) for c in chunks):
-        return jnp.concatenate(chunks)
-    return jnp.asarray(np.concatenate([np.asarray(c) for c in chunks]))
+        return chunks[0] if len(chunks) == 1 else jnp.concatenate(chunks)
+    # device_put: jnp.asarray of a host array may compile a copy.
+    return jax.device_put(np.concatenate([np.asarray(c) for c in chunks]))

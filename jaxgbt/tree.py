@@ -69,6 +69,15 @@ def _search_first_nodes(n_nodes: int, hist: jax.Array, params: SplitParams, allo
     return best_level_split(hist[:, :n_nodes], params, allowed)
 
 
+def search_sizes(depth: int) -> list[int]:
+    """Nodes each level's split search reads: the level's 2**d nodes, rounded up to a
+    quarter of the deepest level's, so that the search is compiled for at most three
+    sizes (each size is one branch of a ``lax.switch``, compiled separately); the
+    shallow levels, which would read fewer, are cheap either way."""
+    n_nodes = 2 ** (depth - 1)
+    return [max(2**d, n_nodes // 4) for d in range(depth)]
+
+
 def _psum(x, axis_name):
     return x if axis_name is None else jax.lax.psum(x, axis_name)
 
@@ -104,10 +113,12 @@ def grow_tree(bins: jax.Array, gh: jax.Array, params: SplitParams, depth: int, n
     n_outputs = gh.shape[1] // 2
     n_nodes = 2 ** (depth - 1)
 
-    # Level d has 2**d nodes in use: its split search reads only those (a lax.switch
-    # over levels, each branch with its own static slice), which halves the cost of
-    # the search summed over a tree.
-    searches = [functools.partial(_search_first_nodes, 2**d) for d in range(depth)]
+    # Level d has 2**d nodes in use: its split search reads only those, rounded up to
+    # one of three sizes (a lax.switch, each branch with its own static slice), which
+    # halves the cost of the search summed over a tree.
+    sizes = search_sizes(depth)
+    searches = [functools.partial(_search_first_nodes, size) for size in sorted(set(sizes))]
+    branch = jnp.asarray([sorted(set(sizes)).index(size) for size in sizes], jnp.int32)
 
     constrained = interaction_sets is not None or monotone is not None
 
@@ -117,7 +128,7 @@ def grow_tree(bins: jax.Array, gh: jax.Array, params: SplitParams, depth: int, n
         if constrained:
             allowed = allowed & allowed_after(used, interaction_sets, monotone)
         hist = _psum(build_histogram(bins, node, gh, n_nodes, n_bins), axis_name)
-        split = jax.lax.switch(d, searches, hist, params, allowed)
+        split = jax.lax.switch(branch[d], searches, hist, params, allowed)
         column = jax.lax.dynamic_index_in_dim(bins, split.feature, axis=0, keepdims=False)
         right = goes_right(column, split.split_bin, split.default_left, n_bins - 1)
         used = used.at[split.feature].set(used[split.feature] | (split.gain > 0))
@@ -182,7 +193,9 @@ def grow_depthwise_tree(bins: jax.Array, gh: jax.Array, params: SplitParams, dep
     n_rows, n_features = bins.shape[1], bins.shape[0]
     n_outputs = gh.shape[1] // 2
     n_nodes = 2 ** (depth - 1)
-    searches = [functools.partial(_search_node_splits, 2**d) for d in range(depth)]
+    sizes = search_sizes(depth)
+    searches = [functools.partial(_search_node_splits, size) for size in sorted(set(sizes))]
+    branch = jnp.asarray([sorted(set(sizes)).index(size) for size in sizes], jnp.int32)
     # Child c of the level below is side c % 2 of node c // 2.
     children = jnp.arange(2 * n_nodes)
     parent, is_right = children // 2, (children % 2 == 1)[:, None]
@@ -196,7 +209,8 @@ def grow_depthwise_tree(bins: jax.Array, gh: jax.Array, params: SplitParams, dep
                 lambda u: allowed_after(u, interaction_sets, None))(used)
         hist = _psum(build_histogram(bins, node, gh, n_nodes, n_bins), axis_name)
         level_bounds = None if bounds is None else (bounds[0][:n_nodes], bounds[1][:n_nodes])
-        split = jax.lax.switch(d, searches, hist, params, allowed, level_bounds, monotone)
+        split = jax.lax.switch(branch[d], searches, hist, params, allowed, level_bounds,
+                               monotone)
         column = jnp.take_along_axis(bins, split.feature[node][None], axis=0)[0]
         right = goes_right(column, split.split_bin[node], split.default_left[node], n_bins - 1)
         # Children inherit their parent's path features and bounds (entries past the
