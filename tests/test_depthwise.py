@@ -290,3 +290,14 @@ def test_depthwise_forest():
     assert 0.0 < forest.oob_score < 1.0
     per_tree = dataclasses.replace(forest.model, leaf_value=forest.model.leaf_value * 8)
     assert np.isfinite(np.asarray(per_tree.predict(X))).all()
+
+
+def test_predict_in_row_blocks_equals_predict_per_small_batch(fitted):
+    from jaxgbt import model as model_module
+
+    X, _, _, model = fitted
+    n_rows = model_module._BLOCK_ROWS * model_module._PARALLEL_BLOCKS + 77
+    X_big = np.tile(X, (-(-n_rows // len(X)), 1))[:n_rows]
+    expected = np.concatenate([np.asarray(model.predict_raw(X_big[i:i + 5000]))
+                               for i in range(0, n_rows, 5000)])
+    assert_array_equal(np.asarray(model.predict_raw(X_big)), expected)

@@ -164,3 +164,16 @@ def test_predict_on_floats_equals_predict_on_training_bins(fitted):
                                          np.asarray(model.leaf_value), np.asarray(model.base_score))
     assert_array_equal(leaves, from_floats)
     assert_allclose(np.asarray(model.predict_raw(X_all)), raw[:, 0], rtol=1e-6, atol=1e-6)
+
+
+def test_predict_in_row_blocks_equals_predict_per_small_batch(fitted):
+    # Past jaxgbt.model._BLOCK_ROWS rows, prediction runs in blocks (two side by side);
+    # the padded tail and the blocks must give each row what a small batch gives it.
+    from jaxgbt import model as model_module
+
+    X, _, _, model, _ = fitted
+    n_rows = 2 * model_module._BLOCK_ROWS * model_module._PARALLEL_BLOCKS + 123
+    X_big = np.tile(X, (-(-n_rows // len(X)), 1))[:n_rows]
+    expected = np.concatenate([np.asarray(model.predict_raw(X_big[i:i + 5000]))
+                               for i in range(0, n_rows, 5000)])
+    assert_array_equal(np.asarray(model.predict_raw(X_big)), expected)
