@@ -19,6 +19,7 @@ from jaxgbt._derivatives import Derivatives, group_derivatives, row_derivatives
 from jaxgbt._validation import is_traced
 from jaxgbt.config import BoostConfig
 from jaxgbt.leaves import newton_full, quantile_leaves
+from jaxgbt.ordered import OrderedMargins, ordered_round
 from jaxgbt.sampling import (
     SamplingParams,
     level_feature_masks,
@@ -48,11 +49,14 @@ class Progress(NamedTuple):
       trees: the trees of the rounds done, stacked on a leading axis.
       raw: f32[N, K], the training margins after those rounds.
       bad_rows: i32[rounds done], rows whose g or h was NaN/inf in each round.
+      raw_ordered: f32[N, K], the ordered margins of ordered boosting (see
+        ``jaxgbt.ordered``), else None.
     """
 
     trees: BinnedTree
     raw: jax.Array
     bad_rows: jax.Array
+    raw_ordered: jax.Array | None = None
 
     @property
     def rounds_done(self) -> int:
@@ -68,6 +72,8 @@ class TrainData(NamedTuple):
       weight: f32[N] sample weights (0 for padding rows).
       group_index: i32[Q, M], the rows of each group for a group loss, else None.
       group_mask: bool[Q, M], which entries of group_index are rows, else None.
+      order: i32[N], the random order of the rows for ordered boosting
+        (``ordered.row_order``), else None.
     """
 
     bins: jax.Array
@@ -75,6 +81,7 @@ class TrainData(NamedTuple):
     weight: jax.Array
     group_index: jax.Array | None = None
     group_mask: jax.Array | None = None
+    order: jax.Array | None = None
 
 
 def _empty_tree(depth: int, n_outputs: int, grow_policy: str = "oblivious") -> BinnedTree:
@@ -163,16 +170,19 @@ def train_chunk(config: BoostConfig, params: BoostParams, data: TrainData, raw: 
                 first_round: jax.Array, n_trees: jax.Array) -> tuple[jax.Array, BinnedTree]:
     """``rounds_per_chunk`` rounds from ``first_round``; rounds >= n_trees are skipped.
 
-    Returns the margins f32[N, K], and the chunk's trees and bad-row counts stacked on
-    a leading axis.
+    ``raw`` is f32[N, K], or with ``config.ordered`` the ``OrderedMargins`` pair.
+    Returns the margins (of the same kind), and the chunk's trees and bad-row counts
+    stacked on a leading axis.
     """
     empty = (_empty_tree(config.depth, config.n_outputs, config.grow_policy),
              jnp.zeros((), jnp.int32))
 
+    step = ordered_round if config.ordered else boost_round
+
     def one_round(raw, round_index):
         return jax.lax.cond(
             round_index < n_trees,
-            lambda raw: boost_round(config, params, data, raw, round_index),
+            lambda raw: step(config, params, data, raw, round_index),
             lambda raw: (raw, empty),
             raw,
         )
@@ -252,10 +262,11 @@ def train(config: BoostConfig, params: BoostParams, data: TrainData, base_score:
         else:
             raw = jax.device_put(np.broadcast_to(start, (n_rows, config.n_outputs)))
         no_trees = _no_trees(config)
-        done = Progress(trees=no_trees, raw=raw, bad_rows=np.zeros((0,), np.int32))
+        done = Progress(trees=no_trees, raw=raw, bad_rows=np.zeros((0,), np.int32),
+                        raw_ordered=raw if config.ordered else None)
     else:
         done = resume
-    raw = done.raw
+    raw = _carried_margins(config, done)
     if mesh is not None:
         data, raw = _shard(data, raw, mesh, config)
     n_trees_array = jnp.asarray(n_trees + round_offset, jnp.int32)
@@ -272,11 +283,11 @@ def train(config: BoostConfig, params: BoostParams, data: TrainData, base_score:
                 (trees, bad_rows))
         parts.append((trees, bad_rows))
         if on_chunk is not None:
-            done = _joined(parts, raw[:n_rows])
+            done = _joined(parts, raw, n_rows)
             parts = [(done.trees, done.bad_rows)]
             if on_chunk(done):
                 break
-    return _joined(parts, raw[:n_rows])
+    return _joined(parts, raw, n_rows)
 
 
 def _no_trees(config: BoostConfig) -> BinnedTree:
@@ -289,11 +300,26 @@ def _no_trees(config: BoostConfig) -> BinnedTree:
                       leaf_value=np.zeros((0, 2**config.depth, config.n_outputs), np.float32))
 
 
-def _joined(parts: list, raw: jax.Array) -> Progress:
-    """One Progress from chunks of (trees, bad_rows). Concrete arrays are joined on the
-    host: a device concatenate would compile anew for every growing length."""
+def _carried_margins(config: BoostConfig, done: Progress):
+    """What the rounds carry: the margins f32[N, K], or with ``config.ordered`` the
+    model's and the ordered margins."""
+    if not config.ordered:
+        return done.raw
+    if done.raw_ordered is None:
+        raise ValueError("ordered boosting cannot resume from progress without ordered "
+                         "margins (a checkpoint of a plain fit); delete the checkpoint.")
+    return OrderedMargins(model=done.raw, ordered=done.raw_ordered)
+
+
+def _joined(parts: list, margins, n_rows: int) -> Progress:
+    """One Progress from chunks of (trees, bad_rows) and the carried margins (padding
+    rows of a sharded fit dropped). Concrete arrays are joined on the host: a device
+    concatenate would compile anew for every growing length."""
     trees, bad_rows = jax.tree.map(lambda *chunks: _concatenate(chunks), *parts)
-    return Progress(trees=trees, raw=raw, bad_rows=bad_rows)
+    if isinstance(margins, OrderedMargins):  # on one device: no padding rows
+        return Progress(trees=trees, raw=margins.model, bad_rows=bad_rows,
+                        raw_ordered=margins.ordered)
+    return Progress(trees=trees, raw=margins[:n_rows], bad_rows=bad_rows)
 
 
 def _concatenate(chunks):

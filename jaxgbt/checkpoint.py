@@ -14,7 +14,9 @@ Format ``jaxgbt.checkpoint`` version 1: a zip like a model file (see ``jaxgbt.io
 with header fields ``fingerprint``, ``rounds_done``, ``n_rows``, ``depth``, ``splits``
 (per tree: D oblivious, 2**D - 1 depthwise), ``n_outputs`` and one .npy per array: the
 bin-space trees (``feature``, ``split_bin``, ``default_left``, ``gain``, ``leaf_value``),
-``raw`` f32[N, K] and ``bad_rows``.
+``raw`` f32[N, K] and ``bad_rows``. A checkpoint of ordered boosting also has the
+header field ``ordered: true`` and the array ``raw_ordered`` f32[N, K] (the ordered
+margins, see ``jaxgbt.ordered``); the fingerprint then includes the boosting mode.
 """
 
 import hashlib
@@ -66,6 +68,9 @@ def save_checkpoint(path, progress: Progress, key: str) -> None:
               "rounds_done": progress.rounds_done, "n_rows": n_rows,
               "splits": int(progress.trees.feature.shape[1]),
               "depth": int(np.log2(progress.trees.leaf_value.shape[1])), "n_outputs": n_outputs}
+    if progress.raw_ordered is not None:
+        header["ordered"] = True
+        arrays["raw_ordered"] = np.asarray(progress.raw_ordered)
     write_archive(path, header, arrays)
 
 
@@ -99,7 +104,14 @@ def load_checkpoint(path, key: str) -> Progress | None:
                   "default_left": ((T, M), "bool"), "gain": ((T, M), "float32"),
                   "leaf_value": ((T, 2**D, K), "float32"), "raw": ((N, K), "float32"),
                   "bad_rows": ((T,), "int32")}
+        ordered = header.get("ordered", False)
+        if not isinstance(ordered, bool):
+            raise ModelFormatError(f"{path} is not a valid {_WHAT}: header field 'ordered' "
+                                   f"is {ordered!r}, expected true or false")
+        if ordered:
+            shapes["raw_ordered"] = ((N, K), "float32")
         arrays = {name: jnp.asarray(read_array(archive, name, dtype, shape, path, _WHAT))
                   for name, (shape, dtype) in shapes.items()}
     trees = BinnedTree(**{name: arrays[name] for name in BinnedTree._fields})
-    return Progress(trees=trees, raw=arrays["raw"], bad_rows=arrays["bad_rows"])
+    return Progress(trees=trees, raw=arrays["raw"], bad_rows=arrays["bad_rows"],
+                    raw_ordered=arrays.get("raw_ordered"))

@@ -37,6 +37,8 @@ class BoostConfig:
       row_sampling: "none", "bernoulli", "poisson" or "goss" (see ``sampling``).
       column_sampling: whether features are drawn per tree/level.
       grow_policy: "oblivious" (one split per level) or "depthwise" (one per node).
+      ordered: ordered boosting (``jaxgbt.ordered``): gradients at margins that only
+        used the rows before each row in a random order; the rounds carry both margins.
     """
 
     loss: Loss
@@ -54,3 +56,4 @@ class BoostConfig:
     row_sampling: str = "none"
     column_sampling: bool = False
     grow_policy: str = "oblivious"
+    ordered: bool = False

@@ -313,7 +313,7 @@ def _member_rows(params: Mapping[str, Any], fit_kwargs: Mapping[str, Any]
 # fit arguments that decide shapes or code: never per member.
 _STATIC_ARGUMENTS = ("n_trees", "depth", "n_bins", "n_outputs", "sampling", "hessian", "link",
                      "group", "devices", "monotone_constraints", "interaction_constraints",
-                     "eval_set", "eval_metric", "loss")
+                     "eval_set", "eval_metric", "loss", "boosting")
 
 
 def _check_values(name: str, array: np.ndarray) -> jax.Array:

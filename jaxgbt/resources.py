@@ -11,6 +11,7 @@ from typing import NamedTuple
 import jax
 
 from jaxgbt._dtypes import BIN_DTYPE, FLOAT_DTYPE
+from jaxgbt.ordered import block_size
 
 # Temporaries of one level's split search, in units of the histogram itself: the
 # per-feature outputs and their stack, the cumulative sums, and the left and right
@@ -21,6 +22,12 @@ _HISTOGRAM_COPIES = 8
 # the weighted (g, h) pair; plus i32 node ids and the label and weight.
 _ROW_FLOATS_PER_OUTPUT = 6
 _ROW_FLOATS = 4
+# Ordered boosting (``jaxgbt.ordered``) adds per row and output: the ordered margins in
+# and out, g and h at the second margins, and the (g, h) pairs in sigma's order with
+# their running sums; plus the i32 order, leaf ids in that order and block ids, and a
+# row of the block mask (``ordered.block_size`` floats).
+_ORDERED_ROW_FLOATS_PER_OUTPUT = 8
+_ORDERED_ROW_FLOATS = 3
 _FLOAT_BYTES = FLOAT_DTYPE().itemsize
 
 
@@ -37,11 +44,15 @@ class FitMemory(NamedTuple):
 
 
 def estimate_fit_memory(n_rows: int, n_features: int, n_bins: int, depth: int, n_outputs: int,
-                        n_devices: int = 1) -> FitMemory:
-    """Bytes on each device for a fit of this size (rows split evenly over devices)."""
+                        n_devices: int = 1, ordered: bool = False) -> FitMemory:
+    """Bytes on each device for a fit of this size (rows split evenly over devices);
+    ``ordered``: with ordered boosting's second margins and prefix sums."""
     rows = -(-n_rows // n_devices)
     binned = n_features * rows * BIN_DTYPE().itemsize
     row_state = rows * (_ROW_FLOATS + _ROW_FLOATS_PER_OUTPUT * n_outputs) * _FLOAT_BYTES
+    if ordered:
+        row_state += rows * (_ORDERED_ROW_FLOATS + block_size(2**depth)
+                             + _ORDERED_ROW_FLOATS_PER_OUTPUT * n_outputs) * _FLOAT_BYTES
     histogram = n_features * 2 ** (depth - 1) * n_bins * 2 * n_outputs * _FLOAT_BYTES
     return FitMemory(binned, row_state, _HISTOGRAM_COPIES * histogram)
 
@@ -70,12 +81,13 @@ def _gib(n_bytes: int) -> str:
 
 
 def check_fit_memory(n_rows: int, n_features: int, n_bins: int, depth: int, n_outputs: int,
-                     devices: list[jax.Device]) -> FitMemory:
+                     devices: list[jax.Device], ordered: bool = False) -> FitMemory:
     """Raises MemoryError when the estimate exceeds the smallest free memory of ``devices``.
 
     Host CPU devices share one memory, so their estimates add up.
     """
-    need = estimate_fit_memory(n_rows, n_features, n_bins, depth, n_outputs, len(devices))
+    need = estimate_fit_memory(n_rows, n_features, n_bins, depth, n_outputs, len(devices),
+                               ordered)
     free = [available_bytes(d) for d in devices]
     if any(f is None for f in free):
         return need
