@@ -17,16 +17,10 @@ from jax.sharding import PartitionSpec as P
 
 from jaxgbt._derivatives import Derivatives, group_derivatives, row_derivatives
 from jaxgbt._validation import is_traced
-from jaxgbt.config import BoostConfig
+from jaxgbt.config import BoostConfig, round_learning_rate
 from jaxgbt.leaves import newton_full, quantile_leaves
 from jaxgbt.ordered import OrderedMargins, ordered_round
-from jaxgbt.sampling import (
-    SamplingParams,
-    level_feature_masks,
-    node_feature_masks,
-    round_keys,
-    row_multiplier,
-)
+from jaxgbt.sampling import SamplingParams, round_keys, sampled_weight, tree_feature_masks
 from jaxgbt.split import SplitParams
 from jaxgbt.tree import BinnedTree, constrain_leaves, grow, n_splits
 
@@ -126,19 +120,11 @@ def boost_round(config: BoostConfig, params: BoostParams, data: TrainData, raw: 
     if config.axis_name is not None:
         bad_rows = jax.lax.psum(bad_rows, config.axis_name)
     row_key, feature_key = round_keys(params.sampling, round_index)
-    weight = data.weight
-    multiplier = row_multiplier(row_key, config.row_sampling, params.sampling, g)
-    if multiplier is not None:
-        weight = weight * multiplier
-    weight = weight[:, None]
+    weight = sampled_weight(row_key, config.row_sampling, params.sampling, g, data.weight)
     gh = jnp.concatenate([g * weight, h * weight], axis=1)
-    level_allowed = None
-    if config.column_sampling:
-        level_allowed = level_feature_masks(feature_key, params.sampling, data.bins.shape[0],
-                                            config.depth)
-        if config.grow_policy == "depthwise":
-            level_allowed = node_feature_masks(feature_key, params.sampling, level_allowed,
-                                               2 ** (config.depth - 1))
+    level_allowed = (tree_feature_masks(feature_key, params.sampling, data.bins.shape[0],
+                                        config.depth, config.grow_policy)
+                     if config.column_sampling else None)
     tree, leaf, leaf_bounds = grow(config.grow_policy, data.bins, gh, params.split,
                                    config.depth, config.n_bins, config.axis_name,
                                    level_allowed, params.interaction_sets, params.monotone)
@@ -158,10 +144,7 @@ def boost_round(config: BoostConfig, params: BoostParams, data: TrainData, raw: 
             residual, weight[:, 0], leaf, n_leaves, config.leaf_quantile)[:, None])
     # Again, after any refresh of the leaves above.
     tree = constrain_leaves(config.grow_policy, tree, leaf_bounds, params.monotone)
-    if config.learning_rate_schedule is None:
-        learning_rate = params.learning_rate
-    else:
-        learning_rate = jnp.asarray(config.learning_rate_schedule(round_index), jnp.float32)
+    learning_rate = round_learning_rate(config, params.learning_rate, round_index)
     tree = tree._replace(leaf_value=learning_rate * tree.leaf_value)
     return raw + tree.leaf_value[leaf], (tree, bad_rows)
 

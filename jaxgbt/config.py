@@ -5,6 +5,9 @@ neither recompiles nor prevents ``vmap``."""
 import dataclasses
 from collections.abc import Callable
 
+import jax
+import jax.numpy as jnp
+
 from jaxgbt.objectives import Loss
 
 # Rounds per compiled chunk. The boosting loop runs this many rounds per device call;
@@ -57,3 +60,11 @@ class BoostConfig:
     column_sampling: bool = False
     grow_policy: str = "oblivious"
     ordered: bool = False
+
+
+def round_learning_rate(config: BoostConfig, learning_rate: jax.Array,
+                        round_index: jax.Array) -> jax.Array:
+    """f32[]: the round's learning rate: the schedule's, else the traced parameter."""
+    if config.learning_rate_schedule is None:
+        return learning_rate
+    return jnp.asarray(config.learning_rate_schedule(round_index), jnp.float32)

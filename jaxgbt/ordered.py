@@ -29,7 +29,8 @@ import jax
 import jax.numpy as jnp
 
 from jaxgbt._derivatives import row_derivatives
-from jaxgbt.sampling import level_feature_masks, node_feature_masks, round_keys, row_multiplier
+from jaxgbt.config import round_learning_rate
+from jaxgbt.sampling import round_keys, sampled_weight, tree_feature_masks
 from jaxgbt.split import SplitParams, leaf_weight
 from jaxgbt.tree import BinnedTree, constrain_leaves, grow
 
@@ -143,23 +144,6 @@ def prefix_leaf_values(gh: jax.Array, leaf: jax.Array, order: jax.Array, n_leave
     return leaf_weight(sums[:, :n_outputs], sums[:, n_outputs:], params)
 
 
-def _learning_rate(config, params, round_index: jax.Array) -> jax.Array:
-    """f32[]: the round's learning rate (the traced parameter, or the schedule's)."""
-    if config.learning_rate_schedule is None:
-        return params.learning_rate
-    return jnp.asarray(config.learning_rate_schedule(round_index), jnp.float32)
-
-
-def _level_allowed(config, params, key: jax.Array, n_features: int) -> jax.Array | None:
-    """The features each level (depthwise: each node) may split on, or None for all."""
-    if not config.column_sampling:
-        return None
-    allowed = level_feature_masks(key, params.sampling, n_features, config.depth)
-    if config.grow_policy == "depthwise":
-        allowed = node_feature_masks(key, params.sampling, allowed, 2 ** (config.depth - 1))
-    return allowed
-
-
 def ordered_round(config, params, data, margins: OrderedMargins, round_index: jax.Array
                   ) -> tuple[OrderedMargins, tuple[BinnedTree, jax.Array]]:
     """One round of ordered boosting (the ``boosting.boost_round`` of ``config.ordered``).
@@ -185,22 +169,21 @@ def ordered_round(config, params, data, margins: OrderedMargins, round_index: ja
                      & jnp.isfinite(at_model.g) & jnp.isfinite(at_model.h), axis=1)
     bad_rows = jnp.sum((~finite) & (data.weight > 0), dtype=jnp.int32)
     row_key, feature_key = round_keys(params.sampling, round_index)
-    weight = data.weight
-    multiplier = row_multiplier(row_key, config.row_sampling, params.sampling, at_ordered.g)
-    if multiplier is not None:
-        weight = weight * multiplier
-    weight = weight[:, None]
+    weight = sampled_weight(row_key, config.row_sampling, params.sampling, at_ordered.g,
+                            data.weight)
     gh = jnp.concatenate([at_ordered.g * weight, at_ordered.h * weight], axis=1)
+    level_allowed = (tree_feature_masks(feature_key, params.sampling, data.bins.shape[0],
+                                        config.depth, config.grow_policy)
+                     if config.column_sampling else None)
     tree, leaf, leaf_bounds = grow(config.grow_policy, data.bins, gh, params.split,
-                                   config.depth, config.n_bins, None,
-                                   _level_allowed(config, params, feature_key, data.bins.shape[0]),
+                                   config.depth, config.n_bins, None, level_allowed,
                                    params.interaction_sets, params.monotone)
     n_leaves = 2**config.depth
     G = jax.ops.segment_sum(at_model.g * weight, leaf, num_segments=n_leaves)
     H = jax.ops.segment_sum(at_model.h * weight, leaf, num_segments=n_leaves)
     tree = constrain_leaves(config.grow_policy, tree._replace(leaf_value=leaf_weight(
         G, H, params.split)), leaf_bounds, params.monotone)
-    learning_rate = _learning_rate(config, params, round_index)
+    learning_rate = round_learning_rate(config, params.learning_rate, round_index)
     tree = tree._replace(leaf_value=learning_rate * tree.leaf_value)
     step = learning_rate * prefix_leaf_values(gh, leaf, data.order, n_leaves, params.split)
     new = OrderedMargins(model=margins.model + tree.leaf_value[leaf],

@@ -104,3 +104,20 @@ def node_feature_masks(key: jax.Array, params: SamplingParams, level_masks: jax.
         return jax.vmap(lambda k: _draw(k, mask, params.colsample_bynode))(level_keys)
 
     return jax.vmap(level)(keys, level_masks)
+
+
+def sampled_weight(key: jax.Array, method: str, params: SamplingParams, g: jax.Array,
+                   weight: jax.Array) -> jax.Array:
+    """f32[N, 1]: the round's row weights, ``weight`` f32[N] times the row multiplier."""
+    multiplier = row_multiplier(key, method, params, g)
+    return (weight if multiplier is None else weight * multiplier)[:, None]
+
+
+def tree_feature_masks(key: jax.Array, params: SamplingParams, n_features: int, depth: int,
+                       grow_policy: str) -> jax.Array:
+    """The features one tree may split on: bool[D, F] per level, or for depthwise trees
+    bool[D, 2**(D-1), F] per node."""
+    allowed = level_feature_masks(key, params, n_features, depth)
+    if grow_policy == "depthwise":
+        allowed = node_feature_masks(key, params, allowed, 2 ** (depth - 1))
+    return allowed
