@@ -1,16 +1,28 @@
 """Gradient histograms over (feature, node, bin) with ``jax.ops.segment_sum``."""
 
 import functools
+import os
 
 import jax
 import jax.numpy as jnp
 
-# Features summed per step. Within a step each feature is its own segment_sum, written
-# out one after another, so the runtime can run them side by side (XLA's CPU runtime
-# runs independent ops on its thread pool); steps are a lax.scan, so compile time stays
-# bounded for wide data. On 2 CPU cores this measured 1.8x faster than one scan step
-# per feature, and 8x faster than one scatter over all (row, feature) pairs.
-FEATURES_PER_STEP = 32
+# Features summed per step of a ``lax.scan`` over features. Within a step each feature
+# is its own segment_sum, so the CPU runtime runs the step's features side by side on
+# its thread pool. Each scatter's segment ids are an int32 array of N rows that XLA
+# materializes, and the scatters of one step may run at once, so their buffers cannot be
+# shared. On 2 cores, steps of all 28 features of a 1M-row matrix held 112 MB of ids
+# (235 MB of temporaries per training chunk); steps of two (one feature per core) hold
+# 8 MB (35 MB per chunk) and trees were 17-22% faster (see docs/benchmarks.md). On CPU a
+# step is one feature per core; accelerators run one scatter at a time whatever the
+# step, and take this many per step.
+MAX_FEATURES_PER_STEP = 32
+
+
+def features_per_step() -> int:
+    """Features one step of the histogram's scan sums, for the default backend."""
+    if jax.default_backend() == "cpu":
+        return max(1, min(os.cpu_count() or 1, MAX_FEATURES_PER_STEP))
+    return MAX_FEATURES_PER_STEP
 
 
 def _build_histogram(bins: jax.Array, node: jax.Array, gh: jax.Array, n_nodes: int,
@@ -30,24 +42,32 @@ def _build_histogram(bins: jax.Array, node: jax.Array, gh: jax.Array, n_nodes: i
     Each feature's output (n_nodes * B * C floats) is small enough to stay in cache
     while the rows stream through it.
     """
-    n_features, n_rows = bins.shape
+    n_features = bins.shape[0]
+    n_segments = n_nodes * n_bins
     node_offset = node * n_bins
 
     def features(columns):
         return jnp.stack([
             jax.ops.segment_sum(gh, node_offset + column.astype(jnp.int32),
-                                num_segments=n_nodes * n_bins)
+                                num_segments=n_segments)
             for column in columns
         ])
 
-    if n_features <= FEATURES_PER_STEP:
+    step = min(features_per_step(), n_features)
+    n_steps = -(-n_features // step)
+    if n_steps == 1:
         hist = features(list(bins))
     else:
-        n_steps = -(-n_features // FEATURES_PER_STEP)
-        padded = jnp.pad(bins, ((0, n_steps * FEATURES_PER_STEP - n_features), (0, 0)))
-        steps = padded.reshape(n_steps, FEATURES_PER_STEP, n_rows)
-        _, hist = jax.lax.scan(lambda carry, step: (carry, features(list(step))), None, steps)
-        hist = hist.reshape(n_steps * FEATURES_PER_STEP, -1, gh.shape[1])[:n_features]
+        def one_step(hist, i):
+            # The last step starts early enough to stay inside the features (it may redo
+            # some of the step before it, which writes the same sums again).
+            first = jnp.minimum(i * step, n_features - step)
+            columns = jax.lax.dynamic_slice_in_dim(bins, first, step, axis=0)
+            return jax.lax.dynamic_update_slice_in_dim(hist, features(list(columns)), first,
+                                                       axis=0), None
+
+        empty = jnp.zeros((n_features, n_segments, gh.shape[1]), gh.dtype)
+        hist, _ = jax.lax.scan(one_step, empty, jnp.arange(n_steps))
     return hist.reshape(n_features, n_nodes, n_bins, gh.shape[1])
 
 
