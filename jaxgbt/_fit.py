@@ -180,9 +180,10 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
     # A traced seed (vmap over seeds) cannot pick host rows: binning then uses seed 0.
     binning_seed = 0 if check.is_traced(seed) else seed
     thresholds = compute_thresholds(X, n_bins, binning_weight, binning_seed)
-    bins = apply_bins(X, thresholds)
-    data = TrainData(bins=jnp.asarray(bins), y=jax.tree.map(jnp.asarray, y),
-                     weight=jnp.asarray(weight), group_index=group_index, group_mask=group_mask)
+    # device_put adopts the (aligned) binned matrix on CPU: no second copy of it.
+    data = TrainData(bins=jax.device_put(apply_bins(X, thresholds)),
+                     y=jax.tree.map(jnp.asarray, y), weight=jnp.asarray(weight),
+                     group_index=group_index, group_mask=group_mask)
     if ordered:  # one random order of the rows for the whole fit, from the seed
         data = data._replace(order=compiled_row_order(params.sampling.key, n_rows=X.shape[0]))
     config = BoostConfig(loss=objective.loss, depth=depth, n_bins=n_bins, n_outputs=n_outputs,
@@ -204,7 +205,7 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
                            init_model, n_trees, encoder)
     resume, on_chunk = None, (evaluator.after_chunk if evaluator.active else None)
     if checkpoint_path is not None:
-        key = fingerprint(bins, *jax.tree.leaves(y), weight, start, params, objective.name,
+        key = fingerprint(data.bins, *jax.tree.leaves(y), weight, start, params, objective.name,
                           group_index, config.depth, config.n_bins, config.n_outputs,
                           config.vector_output, config.curvature, config.leaf_quantile,
                           config.row_sampling, config.column_sampling, start_raw,
@@ -337,7 +338,7 @@ def _evaluator(eval_set, eval_metric, early_stopping_rounds, callbacks, verbose,
         if kind == "group" or fields.get("group") is not None:
             layout = metrics_module.query_layout(check.check_group(fields.get("group"),
                                                                    X_val.shape[0]))
-        sets.append(EvalSet(name, jnp.asarray(apply_bins(X_val, thresholds)),
+        sets.append(EvalSet(name, jax.device_put(apply_bins(X_val, thresholds)),
                             jax.tree.map(jnp.asarray, y_val), jnp.asarray(w_val), layout))
         if init_model is not None:
             raw = init_model.predict_raw(X_val, n_trees=init_model.n_trees)

@@ -11,6 +11,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxgbt._transfer import to_device
 from jaxgbt.categorical import Encoder
 from jaxgbt.objectives import Objective
 
@@ -87,9 +88,14 @@ class Booster:
             elif X.ndim != 2 or X.shape[1] != self.n_features:
                 check_predict_X(X, self.n_features)
             return self.encoder.encode(jnp.asarray(X, jnp.float32))
-        if not is_traced(X):
-            check_predict_X(X, self.n_features)
-        return jnp.asarray(X, jnp.float32)
+        if is_traced(X) or isinstance(X, jax.Array):
+            if not is_traced(X):
+                check_predict_X(X, self.n_features)
+            return jnp.asarray(X, jnp.float32)
+        check_predict_X(X, self.n_features)
+        if hasattr(X, "to_numpy"):  # pandas
+            X = X.to_numpy()
+        return to_device(X, np.float32)
 
     def leaf_index(self, X) -> jax.Array:
         """i32[N, T]: the leaf each row reaches in each tree."""
@@ -262,22 +268,29 @@ def _predict_block(model: "Booster", steps, x: jax.Array) -> jax.Array:
 
 def _predict_raw(model: Booster, X: jax.Array) -> jax.Array:
     """f32[N, K]: base score plus the sum of every tree's leaf value."""
-    n_rows, n_features = X.shape
+    n_rows = X.shape[0]
     steps = _tree_steps(model)
     # A symbolic row count (jax.export with batch size "n") takes one block of all rows.
     if not isinstance(n_rows, int) or n_rows <= _BLOCK_ROWS:
         total = _predict_block(model, steps, X)
     else:
-        per_step = _BLOCK_ROWS * _PARALLEL_BLOCKS
-        n_steps = -(-n_rows // per_step)
-        blocks = jnp.pad(X, ((0, n_steps * per_step - n_rows), (0, 0))).reshape(
-            n_steps, _PARALLEL_BLOCKS, _BLOCK_ROWS, n_features)
+        per_step = min(_BLOCK_ROWS * _PARALLEL_BLOCKS, n_rows)
+        block_rows = -(-per_step // _PARALLEL_BLOCKS)
 
-        def parallel_blocks(xs):
-            return jnp.stack([_predict_block(model, steps, xs[i])
-                              for i in range(_PARALLEL_BLOCKS)])
+        def parallel_blocks(total, i):
+            # Rows are read in place (no padded copy of X): the last step starts early
+            # enough to end at the last row, and so may redo rows of the step before
+            # it, writing the same sums again.
+            first = jnp.minimum(i * per_step, n_rows - per_step)
+            xs = jax.lax.dynamic_slice_in_dim(X, first, per_step, axis=0)
+            sums = jnp.concatenate([
+                _predict_block(model, steps, xs[j * block_rows:(j + 1) * block_rows])
+                for j in range(_PARALLEL_BLOCKS)])
+            return jax.lax.dynamic_update_slice_in_dim(total, sums, first, axis=0), None
 
-        total = jax.lax.map(parallel_blocks, blocks).reshape(-1, model.n_outputs)[:n_rows]
+        total, _ = jax.lax.scan(parallel_blocks,
+                                jnp.zeros((n_rows, model.n_outputs), jnp.float32),
+                                jnp.arange(-(-n_rows // per_step)))
     return model.base_score.astype(jnp.float32)[None] + total
 
 

@@ -108,3 +108,24 @@ def test_first_trees_range(small_model):
         small_model.predict(X_OK, n_trees=9)
     np.testing.assert_allclose(small_model.predict(X_OK, n_trees=0),
                                np.full(256, float(small_model.base_score[0])))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_fit_leaves_the_callers_X_as_it_was(dtype):
+    # float32 X is read through a read-only view, not copied: the caller's array must
+    # keep its values and its own (writeable) flag.
+    X = X_OK.astype(dtype)
+    before = X.copy()
+    jaxgbt.fit("squared_error", X, Y_OK, **SMALL)
+    assert X.flags.writeable
+    np.testing.assert_array_equal(X, before)
+
+
+def test_check_X_returns_a_read_only_array():
+    from jaxgbt._validation import check_X
+
+    X = X_OK.copy()
+    checked = check_X(X)
+    assert not checked.flags.writeable and X.flags.writeable
+    with pytest.raises(ValueError, match="read-only"):
+        checked[0, 0] = 1.0
