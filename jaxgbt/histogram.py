@@ -25,9 +25,55 @@ def features_per_step() -> int:
     return MAX_FEATURES_PER_STEP
 
 
+# On CPU the rows are summed in blocks of at most this many, every feature of a block
+# before the next block: each feature's scatter reads the block's g/h and node ids again,
+# and for a block this size (about 6 MB with two features' ids) they are still in the
+# cache. Over all rows at once they came from memory: a level's histograms (28 features,
+# 32 nodes, 2 cores, 32 MB L3) took 0.065 s at 2M rows and 0.135-0.149 s at 4M, against
+# 0.045 and 0.077-0.090 s in blocks of 2**18 rows, and the same 0.024 s at 1M.
+CPU_ROWS_PER_BLOCK = 2**18
+
+
+def rows_per_block(n_rows: int) -> int:
+    """Rows summed per block: N, or on CPU N split evenly into blocks of at most
+    ``CPU_ROWS_PER_BLOCK``."""
+    if jax.default_backend() != "cpu" or n_rows <= CPU_ROWS_PER_BLOCK:
+        return n_rows
+    n_blocks = -(-n_rows // CPU_ROWS_PER_BLOCK)
+    return -(-n_rows // n_blocks)
+
+
 def _build_histogram(bins: jax.Array, node: jax.Array, gh: jax.Array, n_nodes: int,
                      n_bins: int) -> jax.Array:
-    """Sums of g and h per feature, node and bin (``build_histogram`` for one model).
+    """Sums of g and h per feature, node and bin (``build_histogram`` for one model),
+    over blocks of rows (``rows_per_block``).
+
+    Args and result are those of ``_block_histogram``.
+    """
+    n_rows = bins.shape[1]
+    block = rows_per_block(n_rows)
+    if block == n_rows:
+        return _block_histogram(bins, node, gh, n_nodes, n_bins)
+
+    def one_block(hist, i):
+        # The last block starts early enough to end at the last row; the rows it shares
+        # with the block before it count there, so here their g and h are zeroed.
+        first = jnp.minimum(i * block, n_rows - block)
+        counted = first + jnp.arange(block) < i * block
+        block_gh = jnp.where(counted[:, None], 0.0,
+                             jax.lax.dynamic_slice_in_dim(gh, first, block)).astype(gh.dtype)
+        return hist + _block_histogram(jax.lax.dynamic_slice_in_dim(bins, first, block, axis=1),
+                                       jax.lax.dynamic_slice_in_dim(node, first, block),
+                                       block_gh, n_nodes, n_bins), None
+
+    empty = jnp.zeros((bins.shape[0], n_nodes, n_bins, gh.shape[1]), gh.dtype)
+    hist, _ = jax.lax.scan(one_block, empty, jnp.arange(-(-n_rows // block)))
+    return hist
+
+
+def _block_histogram(bins: jax.Array, node: jax.Array, gh: jax.Array, n_nodes: int,
+                     n_bins: int) -> jax.Array:
+    """Sums of g and h per feature, node and bin over all the given rows.
 
     Args:
       bins: u8[F, N], feature-major binned data.

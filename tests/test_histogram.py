@@ -70,3 +70,20 @@ def test_reference_histogram_by_hand():
     assert_array_equal(hist[1, 0], [[0, 0], [1, 10], [4, 40]])
     assert_array_equal(hist[1, 1], [[3, 30], [2, 20], [0, 0]])
 
+
+
+def test_histogram_over_row_blocks_matches_reference(monkeypatch):
+    # Blocks of at most 64 rows: 300 rows are five blocks of 60;
+    # 290 rows: five of 58; 257 rows: five of 52, the last starting 3 rows early.
+    import jaxgbt.histogram as histogram
+
+    monkeypatch.setattr(histogram, "CPU_ROWS_PER_BLOCK", 64)
+    monkeypatch.setattr(jax, "default_backend", lambda: "cpu")
+    bins, node, gh = _inputs(n_outputs=1)
+    for n_rows in (300, 290, 257):
+        build = jax.jit(histogram._build_histogram, static_argnames=("n_nodes", "n_bins"))
+        hist = build(jnp.asarray(bins[:, :n_rows]), jnp.asarray(node[:n_rows]),
+                     jnp.asarray(gh[:n_rows], jnp.float32), n_nodes=N_NODES, n_bins=N_BINS)
+        expected = reference.histogram(bins[:, :n_rows], node[:n_rows], gh[:n_rows], N_NODES,
+                                       N_BINS)
+        assert_allclose(np.asarray(hist), expected, rtol=1e-5, atol=1e-5)
