@@ -12,17 +12,22 @@ import jax.numpy as jnp
 # materializes, and the scatters of one step may run at once, so their buffers cannot be
 # shared. On 2 cores, steps of all 28 features of a 1M-row matrix held 112 MB of ids
 # (235 MB of temporaries per training chunk); steps of two (one feature per core) hold
-# 8 MB (35 MB per chunk) and trees were 17-22% faster (see docs/benchmarks.md). On CPU a
-# step is one feature per core; accelerators run one scatter at a time whatever the
-# step, and take this many per step.
+# 8 MB (35 MB per chunk) and trees were 17-22% faster (see docs/benchmarks.md). Small
+# data keeps every feature in one step (ids of at most STEP_ID_BYTES): there the scan's
+# steps cost more than they save (2,000 and 20,000 rows: 7-8% slower per tree in steps
+# of two). Accelerators run one scatter at a time whatever the step.
 MAX_FEATURES_PER_STEP = 32
+STEP_ID_BYTES = 2**23
 
 
-def features_per_step() -> int:
-    """Features one step of the histogram's scan sums, for the default backend."""
-    if jax.default_backend() == "cpu":
-        return max(1, min(os.cpu_count() or 1, MAX_FEATURES_PER_STEP))
-    return MAX_FEATURES_PER_STEP
+def features_per_step(n_features: int, n_rows: int) -> int:
+    """Features one step of the histogram's scan sums, for the default backend: all of
+    them (up to ``MAX_FEATURES_PER_STEP``) on accelerators and for small data on CPU,
+    else one per core."""
+    all_features = min(n_features, MAX_FEATURES_PER_STEP)
+    if jax.default_backend() != "cpu" or 4 * n_rows * all_features <= STEP_ID_BYTES:
+        return all_features
+    return max(1, min(os.cpu_count() or 1, all_features))
 
 
 # On CPU the rows are summed in blocks of at most this many, every feature of a block
@@ -99,7 +104,7 @@ def _block_histogram(bins: jax.Array, node: jax.Array, gh: jax.Array, n_nodes: i
             for column in columns
         ])
 
-    step = min(features_per_step(), n_features)
+    step = features_per_step(n_features, bins.shape[1])
     n_steps = -(-n_features // step)
     if n_steps == 1:
         hist = features(list(bins))

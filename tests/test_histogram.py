@@ -72,13 +72,20 @@ def test_reference_histogram_by_hand():
 
 
 
-def test_histogram_over_row_blocks_matches_reference(monkeypatch):
+@pytest.mark.parametrize("features_in_steps", [False, True])
+def test_histogram_over_row_blocks_matches_reference(monkeypatch, features_in_steps):
     # Blocks of at most 64 rows: 300 rows are five blocks of 60;
-    # 290 rows: five of 58; 257 rows: five of 52, the last starting 3 rows early.
+    # 290 rows: five of 58; 257 rows: five of 52, the last starting 3 rows early. With
+    # features_in_steps, the 5 features go in steps of 2 (the last starting a feature
+    # early), as large data does on 2 cores.
     import jaxgbt.histogram as histogram
 
     monkeypatch.setattr(histogram, "CPU_ROWS_PER_BLOCK", 64)
     monkeypatch.setattr(jax, "default_backend", lambda: "cpu")
+    if features_in_steps:
+        monkeypatch.setattr(histogram, "STEP_ID_BYTES", 0)
+        monkeypatch.setattr(histogram.os, "cpu_count", lambda: 2)
+        assert histogram.features_per_step(N_FEATURES, 60) == 2
     bins, node, gh = _inputs(n_outputs=1)
     for n_rows in (300, 290, 257):
         build = jax.jit(histogram._build_histogram, static_argnames=("n_nodes", "n_bins"))
