@@ -12,7 +12,7 @@ import jax.numpy as jnp
 # materializes, and the scatters of one step may run at once, so their buffers cannot be
 # shared. On 2 cores, steps of all 28 features of a 1M-row matrix held 112 MB of ids
 # (235 MB of temporaries per training chunk); steps of two (one feature per core) hold
-# 8 MB (35 MB per chunk) and trees were 17-22% faster (see docs/benchmarks.md). Small
+# 8 MB (35 MB per chunk), in about the same time per tree (docs/benchmarks.md). Small
 # data keeps every feature in one step (ids of at most STEP_ID_BYTES): there the scan's
 # steps cost more than they save (2,000 and 20,000 rows: 7-8% slower per tree in steps
 # of two). Accelerators run one scatter at a time whatever the step.
