@@ -88,14 +88,13 @@ class Booster:
             elif X.ndim != 2 or X.shape[1] != self.n_features:
                 check_predict_X(X, self.n_features)
             return self.encoder.encode(jnp.asarray(X, jnp.float32))
-        if is_traced(X) or isinstance(X, jax.Array):
-            if not is_traced(X):
-                check_predict_X(X, self.n_features)
+        if not is_traced(X):
+            check_predict_X(X, self.n_features)
+        if is_traced(X) or isinstance(X, jax.Array):  # already a device array
             return jnp.asarray(X, jnp.float32)
-        check_predict_X(X, self.n_features)
         if hasattr(X, "to_numpy"):  # pandas
             X = X.to_numpy()
-        return to_device(X, np.float32)
+        return to_device(X, np.float32)  # one copy, on every core
 
     def leaf_index(self, X) -> jax.Array:
         """i32[N, T]: the leaf each row reaches in each tree."""
