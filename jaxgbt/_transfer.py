@@ -37,7 +37,7 @@ def aligned_copy(array: np.ndarray, dtype) -> np.ndarray:
     """
     array = np.asarray(array)
     out = aligned_empty(array.shape, dtype)
-    n_threads = min(os.cpu_count() or 1, max(1, array.shape[0] if array.ndim else 1))
+    n_threads = os.cpu_count() or 1
     if array.ndim == 0 or out.nbytes < _PARALLEL_BYTES or n_threads == 1:
         np.copyto(out, array, casting="unsafe")
         return out
