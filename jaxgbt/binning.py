@@ -24,8 +24,30 @@ MAX_BINNING_ROWS = 200_000
 _FEATURES_PER_TASK = 4
 
 
-def _cut_points(values: np.ndarray, weights: np.ndarray, n_value_bins: int) -> np.ndarray:
+def _distinct_values(values: np.ndarray, weights: np.ndarray | None
+                     ) -> tuple[np.ndarray, np.ndarray]:
+    """The sorted distinct values of one feature f32[U] and the weight on each f64[U]
+    (``weights`` None: every row weighs 1, and the weights are counts).
+
+    Without weights a sort and its run lengths give the counts: about half the time of
+    ``np.unique(..., return_inverse=True)``, which also sorts the row positions.
+    """
+    if weights is None:
+        ordered = np.sort(values)
+        starts = np.flatnonzero(np.concatenate([[True], ordered[1:] != ordered[:-1]]))
+        counts = np.diff(np.append(starts, ordered.size)).astype(np.float64)
+        return ordered[starts], counts
+    unique, inverse = np.unique(values, return_inverse=True)
+    return unique, np.bincount(inverse, weights=weights, minlength=unique.size)
+
+
+def _cut_points(values: np.ndarray, weights: np.ndarray | None, n_value_bins: int
+                ) -> np.ndarray:
     """Cut points of one feature: f32[<= n_value_bins - 1], strictly increasing.
+
+    Args:
+      values: f32[n], the feature's non-missing values.
+      weights: f64[n] or None (every row weighs 1).
 
     Between two neighbouring distinct values the cut is their midpoint (or the lower
     value where the midpoint rounds up to the upper one in float32), so unseen values
@@ -33,16 +55,15 @@ def _cut_points(values: np.ndarray, weights: np.ndarray, n_value_bins: int) -> n
     """
     if values.size == 0:
         return np.empty(0, FLOAT_DTYPE)
-    unique, inverse = np.unique(values, return_inverse=True)
+    unique, mass = _distinct_values(values, weights)
     if unique.size <= 1:
         return np.empty(0, FLOAT_DTYPE)
     if unique.size <= n_value_bins:
         lower_index = np.arange(unique.size - 1)
     else:
-        mass = np.bincount(inverse, weights=weights, minlength=unique.size)
         cumulative = np.cumsum(mass)
         if cumulative[-1] <= 0:  # all weights zero on this sample: fall back to counts
-            cumulative = np.cumsum(np.bincount(inverse, minlength=unique.size).astype(float))
+            cumulative = np.cumsum(_distinct_values(values, None)[1])
         levels = cumulative[-1] * np.arange(1, n_value_bins) / n_value_bins
         lower_index = np.searchsorted(cumulative, levels, side="left")
         lower_index = np.unique(np.clip(lower_index, 0, unique.size - 2))
@@ -69,16 +90,26 @@ def compute_thresholds(X: np.ndarray, n_bins: int, sample_weight: np.ndarray | N
     """
     n_rows, n_features = X.shape
     n_value_bins = n_bins - 1
-    weights = np.ones(n_rows) if sample_weight is None else np.asarray(sample_weight, np.float64)
+    weights = None if sample_weight is None else np.asarray(sample_weight, np.float64)
+    if weights is not None and weights.size and np.all(weights == 1.0):
+        weights = None  # unit weights are counts: the faster path, the same cuts
     if n_rows > MAX_BINNING_ROWS:
         rows = np.sort(np.random.default_rng(seed).choice(n_rows, MAX_BINNING_ROWS, replace=False))
-        X, weights = X[rows], weights[rows]
+        X = X[rows]
+        weights = None if weights is None else weights[rows]
     thresholds = np.full((n_features, n_value_bins), np.inf, FLOAT_DTYPE)
-    for f in range(n_features):
+
+    def cut_feature(f: int) -> None:
         column = X[:, f]
         present = ~np.isnan(column)
-        cuts = _cut_points(column[present], weights[present], n_value_bins)
+        cuts = _cut_points(column[present], None if weights is None else weights[present],
+                           n_value_bins)
         thresholds[f, : cuts.size] = cuts
+
+    # NumPy's sorts release the GIL: one thread per core (200,000 rows, 28 features,
+    # 2 cores: 0.48 s one feature after another with np.unique, 0.09 s this way).
+    with ThreadPoolExecutor(max_workers=min(os.cpu_count() or 1, max(n_features, 1))) as pool:
+        list(pool.map(cut_feature, range(n_features)))
     return thresholds
 
 

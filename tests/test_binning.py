@@ -39,6 +39,18 @@ def test_thresholds_match_reference(weighted):
     assert np.isposinf(table[:, -1]).all()
 
 
+def test_unit_weights_take_the_count_path_and_match_reference():
+    # Heavy ties (both signs of zero among them) and more distinct values than bins:
+    # the unweighted path counts runs of a sorted column instead of np.unique.
+    rng = np.random.default_rng(3)
+    X = np.column_stack([np.round(rng.normal(size=2000), 2),
+                         rng.choice([-0.0, 0.0, 1.5, 2.0], 2000)]).astype(np.float32)
+    X[rng.random(2000) < 0.05, 0] = np.nan
+    expected = reference.thresholds(X, 64)
+    assert_array_equal(compute_thresholds(X, 64), expected)
+    assert_array_equal(compute_thresholds(X, 64, np.ones(2000, np.float32)), expected)
+
+
 def test_few_distinct_values_cut_at_midpoints():
     # B - 1 = 4 distinct values: every gap is cut, although quantiles would cut only 0 | 1.
     X = np.array([[0.0]] * 10 + [[1.0], [2.0], [5.0], [2.0], [np.nan]], np.float32)
