@@ -60,6 +60,34 @@ def _score(G: jax.Array, H: jax.Array, params: SplitParams) -> jax.Array:
     return jnp.sum(T * T / jnp.maximum(H + params.l2, MIN_DENOMINATOR), axis=-1)
 
 
+# Block length of ``prefix_sums``: a bin axis of up to 256 is 16 blocks of 16.
+_PREFIX_BLOCK = 16
+
+
+def prefix_sums(x: jax.Array, axis: int) -> jax.Array:
+    """Inclusive cumulative sums of ``x`` along ``axis``, as two small triangular matrix
+    products: sums within blocks of ``_PREFIX_BLOCK``, then the totals of the blocks
+    before.
+
+    The same sums as ``jnp.cumsum``, which XLA:CPU runs as a reduce-window over the
+    whole axis: on a level's histograms (28 features, 32 nodes, 255 bins, g and h) that
+    took 1.1-1.3 ms, this 0.34-0.39 ms. Products at full float32 precision, so that
+    accelerators do not round them to TF32.
+    """
+    n = x.shape[axis]
+    n_blocks = -(-n // _PREFIX_BLOCK)
+    x = jnp.moveaxis(x, axis, -1)
+    batch = x.shape[:-1]
+    blocks = jnp.pad(x, [(0, 0)] * len(batch) + [(0, n_blocks * _PREFIX_BLOCK - n)])
+    blocks = blocks.reshape(*batch, n_blocks, _PREFIX_BLOCK)
+    within = jnp.matmul(blocks, jnp.triu(jnp.ones((_PREFIX_BLOCK, _PREFIX_BLOCK), x.dtype)),
+                        precision=jax.lax.Precision.HIGHEST)
+    before = jnp.matmul(within[..., -1], jnp.triu(jnp.ones((n_blocks, n_blocks), x.dtype), 1),
+                        precision=jax.lax.Precision.HIGHEST)
+    sums = (within + before[..., None]).reshape(*batch, n_blocks * _PREFIX_BLOCK)[..., :n]
+    return jnp.moveaxis(sums, -1, axis)
+
+
 def _children(hist: jax.Array):
     """(left, right, total) sums of every candidate split of every node.
 
@@ -71,7 +99,7 @@ def _children(hist: jax.Array):
       sent left (index 0 of axis 3) or right (index 1); total: f32[F, n, 1, 1, 2K].
     """
     values, missing = hist[:, :, :-1], hist[:, :, -1:]
-    left_without_missing = jnp.cumsum(values, axis=2)  # [F, n, B-1, 2K]
+    left_without_missing = prefix_sums(values, axis=2)  # [F, n, B-1, 2K]
     total = left_without_missing[:, :, -1:] + missing  # [F, n, 1, 2K]
     left = jnp.stack([left_without_missing + missing, left_without_missing], axis=-2)
     return left, total[..., None, :] - left, total[..., None, :]
@@ -178,7 +206,7 @@ def chosen_children(hist: jax.Array, split: LevelSplit) -> tuple[jax.Array, jax.
     chosen split (``best_node_splits``), read from the histogram f32[F, n, B, 2K]."""
     n_nodes = hist.shape[1]
     node_hist = hist[split.feature, jnp.arange(n_nodes)]  # [n, B, 2K]
-    below = jnp.cumsum(node_hist[:, :-1], axis=1)  # [n, B-1, 2K]
+    below = prefix_sums(node_hist[:, :-1], axis=1)  # [n, B-1, 2K]
     left = jnp.take_along_axis(below, split.split_bin[:, None, None], axis=1)[:, 0]
     left = left + jnp.where(split.default_left[:, None], node_hist[:, -1], 0.0)
     total = below[:, -1] + node_hist[:, -1]

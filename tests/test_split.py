@@ -7,7 +7,7 @@ import pytest
 import reference
 from numpy.testing import assert_allclose
 
-from jaxgbt.split import SplitParams, best_level_split, level_gains
+from jaxgbt.split import SplitParams, best_level_split, level_gains, prefix_sums
 
 N_ROWS, N_FEATURES, N_BINS, N_NODES = 300, 5, 16, 4
 
@@ -131,3 +131,13 @@ def test_level_is_pass_through_unless_gain_exceeds_min_split_gain(min_split_gain
     assert got == expected
     assert tuple(reference.best_split(reference.level_gains(hist, 0.0, 0.0, 0.0),
                                       min_split_gain)) == expected
+
+
+@pytest.mark.parametrize("shape, axis", [((3, 255, 2), 1), ((40,), 0), ((2, 5, 16), 2),
+                                         ((17, 3), 0)])
+def test_prefix_sums_match_cumulative_sums(shape, axis):
+    # Lengths below, at and past one block of 16, and 255 bins (16 blocks, the last short).
+    x = np.random.default_rng(4).normal(size=shape).astype(np.float32)
+    sums = jax.jit(prefix_sums, static_argnums=1)(jnp.asarray(x), axis)
+    assert sums.shape == x.shape and sums.dtype == jnp.float32
+    assert_allclose(sums, np.cumsum(x.astype(np.float64), axis=axis), rtol=0, atol=2e-5)
