@@ -108,3 +108,14 @@ def test_apply_bins_first_bin_with_x_at_most_threshold():
     assert_array_equal(bins[:, -1], N_BINS - 1)
     on_cut = bins[:, X.shape[0]: X.shape[0] + 4]
     assert_array_equal(on_cut[[0, 1, 3, 4]], np.tile(np.arange(4), (4, 1)))
+
+
+def test_apply_bins_in_blocks_of_rows_and_features(monkeypatch):
+    # Blocks that split the rows (the last one short) and the features (5 = 2 + 2 + 1).
+    import jaxgbt.binning as binning
+
+    monkeypatch.setattr(binning, "_ROWS_PER_TASK", 7)
+    monkeypatch.setattr(binning, "_FEATURES_PER_TASK", 2)
+    X = _mixed_features(seed=5, n_rows=60)
+    table = compute_thresholds(X, N_BINS)
+    assert_array_equal(apply_bins(X, table), reference.apply_bins(X, table))
