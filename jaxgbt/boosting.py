@@ -15,6 +15,7 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
+from jaxgbt._batching import one_model_at_a_time
 from jaxgbt._derivatives import Derivatives, group_derivatives, row_derivatives
 from jaxgbt._validation import is_traced
 from jaxgbt.config import BoostConfig, round_learning_rate
@@ -160,18 +161,26 @@ def train_chunk(config: BoostConfig, params: BoostParams, data: TrainData, raw: 
     empty = (_empty_tree(config.depth, config.n_outputs, config.grow_policy),
              jnp.zeros((), jnp.int32))
 
-    step = ordered_round if config.ordered else boost_round
+    step = _round_step(config)
 
     def one_round(raw, round_index):
         return jax.lax.cond(
             round_index < n_trees,
-            lambda raw: step(config, params, data, raw, round_index),
+            lambda raw: step(params, data, raw, round_index),
             lambda raw: (raw, empty),
             raw,
         )
 
     rounds = first_round + jnp.arange(config.rounds_per_chunk, dtype=jnp.int32)
     return jax.lax.scan(one_round, raw, rounds)
+
+
+@functools.cache
+def _round_step(config: BoostConfig) -> Callable:
+    """The round function of ``config`` (plain or ordered). Under ``jax.vmap`` over models
+    (``fit_many``, ``cv``, forests) on CPU the models' rounds run one after another."""
+    one_round = ordered_round if config.ordered else boost_round
+    return one_model_at_a_time(functools.partial(one_round, config))
 
 
 @functools.partial(jax.jit, static_argnames=("config", "mesh"))

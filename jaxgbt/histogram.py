@@ -1,6 +1,5 @@
 """Gradient histograms over (feature, node, bin) with ``jax.ops.segment_sum``."""
 
-import functools
 import os
 
 import jax
@@ -46,34 +45,6 @@ def rows_per_block(n_rows: int) -> int:
         return n_rows
     n_blocks = -(-n_rows // CPU_ROWS_PER_BLOCK)
     return -(-n_rows // n_blocks)
-
-
-def _build_histogram(bins: jax.Array, node: jax.Array, gh: jax.Array, n_nodes: int,
-                     n_bins: int) -> jax.Array:
-    """Sums of g and h per feature, node and bin (``build_histogram`` for one model),
-    over blocks of rows (``rows_per_block``).
-
-    Args and result are those of ``_block_histogram``.
-    """
-    n_rows = bins.shape[1]
-    block = rows_per_block(n_rows)
-    if block == n_rows:
-        return _block_histogram(bins, node, gh, n_nodes, n_bins)
-
-    def one_block(hist, i):
-        # The last block starts early enough to end at the last row; the rows it shares
-        # with the block before it count there, so here their g and h are zeroed.
-        first = jnp.minimum(i * block, n_rows - block)
-        counted = first + jnp.arange(block) < i * block
-        block_gh = jnp.where(counted[:, None], 0.0,
-                             jax.lax.dynamic_slice_in_dim(gh, first, block)).astype(gh.dtype)
-        return hist + _block_histogram(jax.lax.dynamic_slice_in_dim(bins, first, block, axis=1),
-                                       jax.lax.dynamic_slice_in_dim(node, first, block),
-                                       block_gh, n_nodes, n_bins), None
-
-    empty = jnp.zeros((bins.shape[0], n_nodes, n_bins, gh.shape[1]), gh.dtype)
-    hist, _ = jax.lax.scan(one_block, empty, jnp.arange(-(-n_rows // block)))
-    return hist
 
 
 def _block_histogram(bins: jax.Array, node: jax.Array, gh: jax.Array, n_nodes: int,
@@ -126,34 +97,26 @@ def build_histogram(bins: jax.Array, node: jax.Array, gh: jax.Array, n_nodes: in
                     n_bins: int) -> jax.Array:
     """Sums of g and h per feature, node and bin: f32[F, n_nodes, B, C].
 
-    Args as in ``_build_histogram``. Under ``jax.vmap`` over models (``jaxgbt.fit_many``,
-    ``jaxgbt.cv``, forests) on CPU, the models' histograms are built one after another.
+    Args as in ``_block_histogram``; the rows are summed in blocks (``rows_per_block``).
+    Under ``jax.vmap`` over models on CPU this is not batched: the boosting round around
+    it runs one model after another (``_batching.one_model_at_a_time``).
     """
-    return _vmappable_histogram(n_nodes, n_bins)(bins, node, gh)
+    n_rows = bins.shape[1]
+    block = rows_per_block(n_rows)
+    if block == n_rows:
+        return _block_histogram(bins, node, gh, n_nodes, n_bins)
 
+    def one_block(hist, i):
+        # The last block starts early enough to end at the last row; the rows it shares
+        # with the block before it count there, so here their g and h are zeroed.
+        first = jnp.minimum(i * block, n_rows - block)
+        counted = first + jnp.arange(block) < i * block
+        block_gh = jnp.where(counted[:, None], 0.0,
+                             jax.lax.dynamic_slice_in_dim(gh, first, block)).astype(gh.dtype)
+        return hist + _block_histogram(jax.lax.dynamic_slice_in_dim(bins, first, block, axis=1),
+                                       jax.lax.dynamic_slice_in_dim(node, first, block),
+                                       block_gh, n_nodes, n_bins), None
 
-@functools.cache
-def _vmappable_histogram(n_nodes: int, n_bins: int):
-    @jax.custom_batching.custom_vmap
-    def histogram(bins, node, gh):
-        return _build_histogram(bins, node, gh, n_nodes, n_bins)
-
-    @histogram.def_vmap
-    def one_model_at_a_time(axis_size, in_batched, *args):
-        # XLA's CPU scatter with a batch dimension (what vmap makes of segment_sum) measured
-        # 6x slower than one model's scatters after another (8 models, 100k rows, 28
-        # features, 32 nodes, 256 bins, 2 cores): each model's histogram stays in cache.
-        # Accelerators keep the batched scatter, which they run in parallel.
-        if jax.default_backend() != "cpu":
-            axes = tuple(0 if batched else None for batched in in_batched)
-            return jax.vmap(functools.partial(_build_histogram, n_nodes=n_nodes, n_bins=n_bins),
-                            in_axes=axes)(*args), True
-
-        def one(batched_args):
-            given = iter(batched_args)
-            return histogram(*[next(given) if batched else arg
-                               for arg, batched in zip(args, in_batched, strict=True)])
-
-        return jax.lax.map(one, tuple(a for a, b in zip(args, in_batched, strict=True) if b)), True
-
-    return histogram
+    empty = jnp.zeros((bins.shape[0], n_nodes, n_bins, gh.shape[1]), gh.dtype)
+    hist, _ = jax.lax.scan(one_block, empty, jnp.arange(-(-n_rows // block)))
+    return hist

@@ -88,7 +88,7 @@ def test_histogram_over_row_blocks_matches_reference(monkeypatch, features_in_st
         assert histogram.features_per_step(N_FEATURES, 60) == 2
     bins, node, gh = _inputs(n_outputs=1)
     for n_rows in (300, 290, 257):
-        build = jax.jit(histogram._build_histogram, static_argnames=("n_nodes", "n_bins"))
+        build = jax.jit(histogram.build_histogram, static_argnames=("n_nodes", "n_bins"))
         hist = build(jnp.asarray(bins[:, :n_rows]), jnp.asarray(node[:n_rows]),
                      jnp.asarray(gh[:n_rows], jnp.float32), n_nodes=N_NODES, n_bins=N_BINS)
         expected = reference.histogram(bins[:, :n_rows], node[:n_rows], gh[:n_rows], N_NODES,
