@@ -47,9 +47,58 @@ def rows_per_block(n_rows: int) -> int:
     return -(-n_rows // n_blocks)
 
 
-def _block_histogram(bins: jax.Array, node: jax.Array, gh: jax.Array, n_nodes: int,
-                     n_bins: int) -> jax.Array:
-    """Sums of g and h per feature, node and bin over all the given rows.
+def _add_block(hist: jax.Array, bins: jax.Array, first_row, node_offset: jax.Array,
+               gh: jax.Array) -> jax.Array:
+    """``hist`` plus the sums of g and h of one block of rows, per feature and segment.
+
+    Args:
+      hist: f32[F, S, C], the sums so far (S = n_nodes * B segments).
+      bins: u8[F, N], all rows' binned features; the block is rows
+        [first_row, first_row + R), read in place (no copy of the block's bins).
+      first_row: i32[] or int, the block's first row.
+      node_offset: i32[R], each row's node times B (its first segment).
+      gh: f32[R, C], the weighted g and h of the block's rows (C = 2K).
+
+    Returns:
+      f32[F, S, C].
+
+    Features go in steps of ``features_per_step``: within a step each feature is its own
+    segment_sum, and each feature's output (S * C floats) is small enough to stay in
+    cache while the rows stream through it.
+    """
+    n_features = bins.shape[0]
+    n_segments = hist.shape[1]
+    n_rows = node_offset.shape[0]
+
+    def sums(columns):
+        return jnp.stack([
+            jax.ops.segment_sum(gh, node_offset + column.astype(jnp.int32),
+                                num_segments=n_segments)
+            for column in columns
+        ])
+
+    step = features_per_step(n_features, n_rows)
+    n_steps = -(-n_features // step)
+    if n_steps == 1:
+        return hist + sums(list(jax.lax.dynamic_slice_in_dim(bins, first_row, n_rows, axis=1)))
+
+    def one_step(hist, i):
+        # The last step starts early enough to stay inside the features; the features it
+        # shares with the step before were added there, so here they add nothing.
+        first = jnp.minimum(i * step, n_features - step)
+        columns = jax.lax.dynamic_slice(bins, (first, first_row), (step, n_rows))
+        added = jnp.where((first + jnp.arange(step) < i * step)[:, None, None], 0.0,
+                          sums(list(columns)))
+        so_far = jax.lax.dynamic_slice_in_dim(hist, first, step, axis=0)
+        return jax.lax.dynamic_update_slice_in_dim(hist, so_far + added, first, axis=0), None
+
+    hist, _ = jax.lax.scan(one_step, hist, jnp.arange(n_steps))
+    return hist
+
+
+def build_histogram(bins: jax.Array, node: jax.Array, gh: jax.Array, n_nodes: int,
+                    n_bins: int) -> jax.Array:
+    """Sums of g and h per feature, node and bin.
 
     Args:
       bins: u8[F, N], feature-major binned data.
@@ -61,62 +110,26 @@ def _block_histogram(bins: jax.Array, node: jax.Array, gh: jax.Array, n_nodes: i
     Returns:
       f32[F, n_nodes, B, C].
 
-    Each feature's output (n_nodes * B * C floats) is small enough to stay in cache
-    while the rows stream through it.
+    The rows are summed in blocks (``rows_per_block``), each added to the running sums
+    in place. Under ``jax.vmap`` over models on CPU this is not batched: the boosting
+    round around it runs one model after another (``_batching.one_model_at_a_time``).
     """
-    n_features = bins.shape[0]
-    n_segments = n_nodes * n_bins
-    node_offset = node * n_bins
-
-    def features(columns):
-        return jnp.stack([
-            jax.ops.segment_sum(gh, node_offset + column.astype(jnp.int32),
-                                num_segments=n_segments)
-            for column in columns
-        ])
-
-    step = features_per_step(n_features, bins.shape[1])
-    n_steps = -(-n_features // step)
-    if n_steps == 1:
-        hist = features(list(bins))
-    else:
-        def one_step(hist, i):
-            # The last step starts early enough to stay inside the features (it may redo
-            # some of the step before it, which writes the same sums again).
-            first = jnp.minimum(i * step, n_features - step)
-            columns = jax.lax.dynamic_slice_in_dim(bins, first, step, axis=0)
-            return jax.lax.dynamic_update_slice_in_dim(hist, features(list(columns)), first,
-                                                       axis=0), None
-
-        empty = jnp.zeros((n_features, n_segments, gh.shape[1]), gh.dtype)
-        hist, _ = jax.lax.scan(one_step, empty, jnp.arange(n_steps))
-    return hist.reshape(n_features, n_nodes, n_bins, gh.shape[1])
-
-
-def build_histogram(bins: jax.Array, node: jax.Array, gh: jax.Array, n_nodes: int,
-                    n_bins: int) -> jax.Array:
-    """Sums of g and h per feature, node and bin: f32[F, n_nodes, B, C].
-
-    Args as in ``_block_histogram``; the rows are summed in blocks (``rows_per_block``).
-    Under ``jax.vmap`` over models on CPU this is not batched: the boosting round around
-    it runs one model after another (``_batching.one_model_at_a_time``).
-    """
-    n_rows = bins.shape[1]
+    n_features, n_rows = bins.shape
+    n_columns = gh.shape[1]
+    empty = jnp.zeros((n_features, n_nodes * n_bins, n_columns), gh.dtype)
     block = rows_per_block(n_rows)
     if block == n_rows:
-        return _block_histogram(bins, node, gh, n_nodes, n_bins)
+        hist = _add_block(empty, bins, 0, node * n_bins, gh)
+    else:
+        def one_block(hist, i):
+            # The last block starts early enough to end at the last row; the rows it
+            # shares with the block before it count there, so here their g and h are 0.
+            first = jnp.minimum(i * block, n_rows - block)
+            counted = first + jnp.arange(block) < i * block
+            block_gh = jnp.where(counted[:, None], 0.0,
+                                 jax.lax.dynamic_slice_in_dim(gh, first, block)).astype(gh.dtype)
+            offset = jax.lax.dynamic_slice_in_dim(node, first, block) * n_bins
+            return _add_block(hist, bins, first, offset, block_gh), None
 
-    def one_block(hist, i):
-        # The last block starts early enough to end at the last row; the rows it shares
-        # with the block before it count there, so here their g and h are zeroed.
-        first = jnp.minimum(i * block, n_rows - block)
-        counted = first + jnp.arange(block) < i * block
-        block_gh = jnp.where(counted[:, None], 0.0,
-                             jax.lax.dynamic_slice_in_dim(gh, first, block)).astype(gh.dtype)
-        return hist + _block_histogram(jax.lax.dynamic_slice_in_dim(bins, first, block, axis=1),
-                                       jax.lax.dynamic_slice_in_dim(node, first, block),
-                                       block_gh, n_nodes, n_bins), None
-
-    empty = jnp.zeros((bins.shape[0], n_nodes, n_bins, gh.shape[1]), gh.dtype)
-    hist, _ = jax.lax.scan(one_block, empty, jnp.arange(-(-n_rows // block)))
-    return hist
+        hist, _ = jax.lax.scan(one_block, empty, jnp.arange(-(-n_rows // block)))
+    return hist.reshape(n_features, n_nodes, n_bins, n_columns)

@@ -88,9 +88,11 @@ def test_histogram_over_row_blocks_matches_reference(monkeypatch, features_in_st
         assert histogram.features_per_step(N_FEATURES, 60) == 2
     bins, node, gh = _inputs(n_outputs=1)
     for n_rows in (300, 290, 257):
-        build = jax.jit(histogram.build_histogram, static_argnames=("n_nodes", "n_bins"))
+        # A new function each time: jax.jit of the same function would reuse a trace made
+        # under other settings (block and step sizes are read when tracing).
+        build = jax.jit(lambda b, n, g: histogram.build_histogram(b, n, g, N_NODES, N_BINS))
         hist = build(jnp.asarray(bins[:, :n_rows]), jnp.asarray(node[:n_rows]),
-                     jnp.asarray(gh[:n_rows], jnp.float32), n_nodes=N_NODES, n_bins=N_BINS)
+                     jnp.asarray(gh[:n_rows], jnp.float32))
         expected = reference.histogram(bins[:, :n_rows], node[:n_rows], gh[:n_rows], N_NODES,
                                        N_BINS)
         assert_allclose(np.asarray(hist), expected, rtol=1e-5, atol=1e-5)
