@@ -22,7 +22,7 @@ MAX_BINNING_ROWS = 200_000
 # A task of ``apply_bins`` bins this many features of this many rows. It holds a float32
 # copy of that block (1 MB) and NumPy's int64 bin indices of one column of it (0.5 MB),
 # rather than a transposed copy of the whole matrix: at 1M rows x 28 features, tasks of
-# 4 whole columns raised the peak resident memory by 60 MB, these by a few MB.
+# 4 whole columns raised the peak resident memory by 45 MB, these by none measurable.
 _FEATURES_PER_TASK = 4
 _ROWS_PER_TASK = 2**16
 
@@ -32,8 +32,8 @@ def _distinct_values(values: np.ndarray, weights: np.ndarray | None
     """The sorted distinct values of one feature f32[U] and the weight on each f64[U]
     (``weights`` None: every row weighs 1, and the weights are counts).
 
-    Without weights a sort and its run lengths give the counts: about half the time of
-    ``np.unique(..., return_inverse=True)``, which also sorts the row positions.
+    Without weights a sort and its run lengths give the counts: less than half the time
+    of ``np.unique(..., return_inverse=True)``, which also sorts the row positions.
     """
     if weights is None:
         ordered = np.sort(values)
@@ -110,7 +110,7 @@ def compute_thresholds(X: np.ndarray, n_bins: int, sample_weight: np.ndarray | N
         thresholds[f, : cuts.size] = cuts
 
     # NumPy's sorts release the GIL: one thread per core (200,000 rows, 28 features,
-    # 2 cores: 0.48 s one feature after another with np.unique, 0.09 s this way).
+    # 2 cores: 0.48 s one feature after another with np.unique, 0.12 s this way).
     with ThreadPoolExecutor(max_workers=min(os.cpu_count() or 1, max(n_features, 1))) as pool:
         list(pool.map(cut_feature, range(n_features)))
     return thresholds
