@@ -161,7 +161,10 @@ def train_chunk(config: BoostConfig, params: BoostParams, data: TrainData, raw: 
     empty = (_empty_tree(config.depth, config.n_outputs, config.grow_policy),
              jnp.zeros((), jnp.int32))
 
-    step = _round_step(config)
+    # Under jax.vmap over models (fit_many, cv, forests) on CPU, the models' rounds run
+    # one after another (_batching.one_model_at_a_time).
+    step = one_model_at_a_time(functools.partial(
+        ordered_round if config.ordered else boost_round, config))
 
     def one_round(raw, round_index):
         return jax.lax.cond(
@@ -173,14 +176,6 @@ def train_chunk(config: BoostConfig, params: BoostParams, data: TrainData, raw: 
 
     rounds = first_round + jnp.arange(config.rounds_per_chunk, dtype=jnp.int32)
     return jax.lax.scan(one_round, raw, rounds)
-
-
-@functools.cache
-def _round_step(config: BoostConfig) -> Callable:
-    """The round function of ``config`` (plain or ordered). Under ``jax.vmap`` over models
-    (``fit_many``, ``cv``, forests) on CPU the models' rounds run one after another."""
-    one_round = ordered_round if config.ordered else boost_round
-    return one_model_at_a_time(functools.partial(one_round, config))
 
 
 @functools.partial(jax.jit, static_argnames=("config", "mesh"))
