@@ -13,7 +13,7 @@ from jaxgbt import categorical
 from jaxgbt import metrics as metrics_module
 from jaxgbt._derivatives import CURVATURES, newton_constant
 from jaxgbt.binning import apply_bins, compute_thresholds
-from jaxgbt.boosting import BoostParams, TrainData, compiled_derivatives, train
+from jaxgbt.boosting import BoostParams, TrainData, compile_ahead, compiled_derivatives, train
 from jaxgbt.checkpoint import fingerprint, load_checkpoint, save_checkpoint
 from jaxgbt.config import ROW_AXIS, BoostConfig
 from jaxgbt.constraints import interaction_sets
@@ -21,7 +21,7 @@ from jaxgbt.evaluation import EvalSet, Evaluator, resolve_metrics
 from jaxgbt.model import Booster
 from jaxgbt.objectives import Link, Loss, Objective, resolve
 from jaxgbt.ordered import BOOSTING_TYPES, compiled_row_order
-from jaxgbt.resources import check_fit_memory
+from jaxgbt.resources import check_fit_memory, release_free_heap
 from jaxgbt.sampling import SamplingParams
 from jaxgbt.split import SplitParams
 from jaxgbt.tree import GROW_POLICIES
@@ -176,13 +176,7 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
                      [jax.devices()[0]] if mesh is None else list(mesh.devices.flat),
                      ordered=ordered)
 
-    binning_weight = None if check.is_traced(weight) else weight
-    # A traced seed (vmap over seeds) cannot pick host rows: binning then uses seed 0.
-    binning_seed = 0 if check.is_traced(seed) else seed
-    thresholds = compute_thresholds(X, n_bins, binning_weight, binning_seed)
-    # device_put adopts the (aligned) binned matrix on CPU: no second copy of it.
-    data = TrainData(bins=jax.device_put(apply_bins(X, thresholds)),
-                     y=jax.tree.map(jnp.asarray, y), weight=jnp.asarray(weight),
+    data = TrainData(bins=None, y=jax.tree.map(jnp.asarray, y), weight=jnp.asarray(weight),
                      group_index=group_index, group_mask=group_mask)
     if ordered:  # one random order of the rows for the whole fit, from the seed
         data = data._replace(order=compiled_row_order(params.sampling.key, n_rows=X.shape[0]))
@@ -200,6 +194,20 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
     else:
         start, start_raw, round_offset = _warm_start(init_model, base_score, X, config)
     traced = any(check.is_traced(p) for p in jax.tree.leaves((params, weight, start)))
+    # The training program is compiled before the data is binned, and the memory freed
+    # on the way handed back: the first fit's peak is then the larger of compilation's
+    # and training's, not their sum (docs/benchmarks.md, peak memory).
+    release_free_heap()
+    if compile_ahead(config, params, data, start_raw, X.shape, mesh):
+        release_free_heap()
+
+    binning_weight = None if check.is_traced(weight) else weight
+    # A traced seed (vmap over seeds) cannot pick host rows: binning then uses seed 0.
+    binning_seed = 0 if check.is_traced(seed) else seed
+    thresholds = compute_thresholds(X, n_bins, binning_weight, binning_seed)
+    # device_put adopts the (aligned) binned matrix on CPU: no second copy of it.
+    data = data._replace(bins=jax.device_put(apply_bins(X, thresholds)))
+    release_free_heap()  # the binning threads' sorted and transposed copies
     evaluator = _evaluator(eval_set, eval_metric, early_stopping_rounds, callbacks, verbose,
                            traced, objective, config, X.shape[1], thresholds, start, kind,
                            init_model, n_trees, encoder)
@@ -227,12 +235,13 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
     trees = progress.trees
 
     # Split bins are at most B - 2, the last value bin, whose threshold is +inf. Looked up
-    # on the host when the trees are concrete (eagerly, each op would compile).
+    # on the host when the trees are concrete (eagerly, each op would compile, and
+    # jnp.asarray of a host array compiles a copy for every new number of trees).
     if check.is_traced(trees.feature):
         threshold = jnp.asarray(thresholds)[trees.feature, trees.split_bin]
     else:
-        threshold = jnp.asarray(np.asarray(thresholds)[np.asarray(trees.feature),
-                                                        np.asarray(trees.split_bin)])
+        threshold = jax.device_put(np.asarray(thresholds)[np.asarray(trees.feature),
+                                                          np.asarray(trees.split_bin)])
     model = Booster(feature=trees.feature, threshold=threshold,
                     default_left=trees.default_left, split_gain=trees.gain,
                     leaf_value=trees.leaf_value, base_score=start, objective=objective,

@@ -5,7 +5,9 @@
 never waits for one, so there is no host round-trip per tree or per level.
 """
 
+import collections
 import functools
+import threading
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -17,6 +19,7 @@ from jax.sharding import PartitionSpec as P
 
 from jaxgbt._batching import one_model_at_a_time
 from jaxgbt._derivatives import Derivatives, group_derivatives, row_derivatives
+from jaxgbt._dtypes import BIN_DTYPE
 from jaxgbt._validation import is_traced
 from jaxgbt.config import BoostConfig, round_learning_rate
 from jaxgbt.leaves import newton_full, quantile_leaves
@@ -192,6 +195,82 @@ def _compiled_chunk(config, mesh, params, data, raw, first_round, n_trees):
     return sharded(params, data, raw, first_round, n_trees)
 
 
+# Chunks compiled ahead of time for fits outside any trace on one device, by
+# configuration and argument types, least recently used first. ``fit`` compiles its
+# chunk before it bins the data (``chunk_program`` with the bins as a shape), so the
+# compiler's working memory (about 100 MB at depth 6, whatever the rows) has been
+# handed back before the binned matrix exists; jit's own cache is not filled by an
+# ahead-of-time compilation, hence this one. Bounded, since the configurations hold the
+# user's loss and each program its code: a search over more than this many configurations
+# and data shapes in one process compiles the least recently used again.
+_CHUNK_PROGRAMS: collections.OrderedDict = collections.OrderedDict()
+_CHUNK_PROGRAMS_LOCK = threading.Lock()
+MAX_CHUNK_PROGRAMS = 64
+_ROUND_SPEC = jax.ShapeDtypeStruct((), jnp.int32)
+
+
+def _argument_types(tree) -> tuple:
+    """The pytree structure and each leaf's (shape, dtype, weak type): what decides
+    whether a compiled program accepts the arguments."""
+    leaves, treedef = jax.tree.flatten(tree)
+    avals = [jax.typeof(leaf) for leaf in leaves]  # as jit sees them (Python scalars weak)
+    return treedef, tuple((aval.shape, aval.dtype, aval.weak_type) for aval in avals)
+
+
+def _ahead_of_time(params: BoostParams, data: TrainData, raw, mesh: Mesh | None) -> bool:
+    """Whether ``train`` runs these arguments through ``chunk_program``: on one device,
+    nothing traced."""
+    return mesh is None and not any(is_traced(leaf)
+                                    for leaf in jax.tree.leaves((params, data, raw)))
+
+
+def compile_ahead(config: BoostConfig, params: BoostParams, data: TrainData,
+                  start_raw: jax.Array | None, x_shape: tuple[int, int],
+                  mesh: Mesh | None) -> bool:
+    """Compiles the chunk ``train`` will run on this data before its bins exist.
+
+    Args:
+      data: the fit's data without its bins (``bins`` is not read).
+      start_raw: the starting margins f32[N, K] ``train`` will get, or None.
+      x_shape: (N, F) of the matrix to be binned.
+
+    Returns:
+      Whether it compiled (or found the program compiled); False when ``train`` will
+      compile through jit instead (a mesh, or traced arguments).
+    """
+    n_rows, n_features = x_shape
+    margins = (jax.ShapeDtypeStruct((n_rows, config.n_outputs), jnp.float32)
+               if start_raw is None else jax.ShapeDtypeStruct(start_raw.shape, start_raw.dtype))
+    raw = OrderedMargins(model=margins, ordered=margins) if config.ordered else margins
+    data = data._replace(bins=jax.ShapeDtypeStruct((n_features, n_rows), BIN_DTYPE))
+    if is_traced(start_raw) or not _ahead_of_time(params, data, raw, mesh):
+        return False
+    chunk_program(config, params, data, raw)
+    return True
+
+
+def chunk_program(config: BoostConfig, params: BoostParams, data: TrainData, raw) -> Callable:
+    """The compiled chunk, ``program(params, data, raw, first_round, n_trees)``, for
+    arguments of these types on the default device, compiled now if not held yet.
+
+    ``data`` and ``raw`` may hold ``jax.ShapeDtypeStruct`` in place of arrays (``fit``
+    compiles before the bins exist). Not for traced arguments or a mesh: those go
+    through ``_compiled_chunk`` itself.
+    """
+    args = (params, data, raw, _ROUND_SPEC, _ROUND_SPEC)
+    key = (config, bool(jax.config.jax_enable_x64), str(jax.config.jax_default_device),
+           jax.default_backend(), *_argument_types(args))
+    with _CHUNK_PROGRAMS_LOCK:  # fits may run in threads
+        program = _CHUNK_PROGRAMS.pop(key, None)
+    if program is None:
+        program = _compiled_chunk.lower(config, None, *args).compile()
+    with _CHUNK_PROGRAMS_LOCK:
+        _CHUNK_PROGRAMS[key] = program
+        while len(_CHUNK_PROGRAMS) > MAX_CHUNK_PROGRAMS:
+            _CHUNK_PROGRAMS.popitem(last=False)
+    return program
+
+
 def _pad_rows(data: TrainData, n_pad: int, missing_bin: int) -> TrainData:
     """Appends n_pad rows of weight 0 (missing features, the first row's label)."""
     if n_pad == 0:
@@ -256,13 +335,16 @@ def train(config: BoostConfig, params: BoostParams, data: TrainData, base_score:
     raw = _carried_margins(config, done)
     if mesh is not None:
         data, raw = _shard(data, raw, mesh, config)
+    if _ahead_of_time(params, data, raw, mesh):
+        run_chunk = chunk_program(config, params, data, raw)
+    else:
+        run_chunk = functools.partial(_compiled_chunk, config, mesh)
     n_trees_array = jnp.asarray(n_trees + round_offset, jnp.int32)
     parts = [(done.trees, done.bad_rows)]
     for first_round in range(done.rounds_done, n_trees, config.rounds_per_chunk):
-        raw, (trees, bad_rows) = _compiled_chunk(config, mesh, params, data, raw,
-                                                 jnp.asarray(first_round + round_offset,
-                                                             jnp.int32),
-                                                 n_trees_array)
+        raw, (trees, bad_rows) = run_chunk(params, data, raw,
+                                           jnp.asarray(first_round + round_offset, jnp.int32),
+                                           n_trees_array)
         kept = min(config.rounds_per_chunk, n_trees - first_round)
         if kept < config.rounds_per_chunk:
             trees, bad_rows = jax.tree.map(

@@ -1,3 +1,5 @@
+import collections
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -6,7 +8,7 @@ import pytest
 from conftest import SMALL, make_regression
 
 import jaxgbt
-from jaxgbt.boosting import _compiled_chunk
+from jaxgbt import boosting
 
 
 def _rmse(model, X, y):
@@ -70,14 +72,70 @@ def test_learning_rate_schedule(regression_data):
     np.testing.assert_array_equal(stopped.leaf_value[4:], 0.0)
 
 
+def _count_compilations():
+    """A list that grows by one for each XLA compilation until the listener is removed."""
+    compiled = []
+
+    def listener(event, duration, **kwargs):
+        if event == "/jax/core/compile/backend_compile_duration":
+            compiled.append(event)
+
+    jax.monitoring.register_event_duration_secs_listener(listener)
+    return compiled, lambda: jax.monitoring.unregister_event_duration_listener(listener)
+
+
 def test_no_recompilation_when_data_values_hyperparameters_or_n_trees_change():
     X, y = make_regression(seed=5)
     jaxgbt.fit("squared_error", X, y, **SMALL)
-    compiled = _compiled_chunk._cache_size()
-    X2, y2 = make_regression(seed=6)
-    jaxgbt.fit("squared_error", X2, y2, learning_rate=0.3, l2=2.0, l1=0.1, min_split_gain=0.01,
-               min_child_weight=2.0, **{**SMALL, "n_trees": 37})
-    assert _compiled_chunk._cache_size() == compiled
+    programs = list(boosting._CHUNK_PROGRAMS.values())
+    compiled, stop = _count_compilations()
+    try:
+        X2, y2 = make_regression(seed=6)
+        jaxgbt.fit("squared_error", X2, y2, learning_rate=0.3, l2=2.0, l1=0.1,
+                   min_split_gain=0.01, min_child_weight=2.0, **{**SMALL, "n_trees": 37})
+    finally:
+        stop()
+    assert compiled == []
+    assert list(boosting._CHUNK_PROGRAMS.values()) == programs
+
+
+@pytest.mark.parametrize("path", ["plain", "ordered", "init_model", "resume"])
+def test_the_training_program_is_compiled_before_binning_and_then_used(path, monkeypatch,
+                                                                        tmp_path):
+    # Compiled ahead of the bins, so the compiler's memory is handed back before the
+    # binned matrix exists; train must then find that program, not compile another.
+    X, y = make_regression(seed=7)
+    kwargs = dict(SMALL, sample_weight=np.linspace(0.5, 2.0, len(y)))
+    if path == "ordered":
+        kwargs["boosting"] = "ordered"
+    if path == "init_model":
+        kwargs["init_model"] = jaxgbt.fit("squared_error", X, y, **SMALL)
+    if path == "resume":
+        kwargs.update(checkpoint_path=tmp_path / "fit.ckpt", checkpoint_every=1)
+        jaxgbt.fit("squared_error", X, y, **kwargs)
+        kwargs["n_trees"] = 2 * SMALL["n_trees"]  # resumes from the checkpoint's rounds
+    monkeypatch.setattr(boosting, "_CHUNK_PROGRAMS", collections.OrderedDict())
+    held_at_binning = []
+    apply_bins = jaxgbt._fit.apply_bins
+
+    def recording_apply_bins(*args):
+        held_at_binning.append(set(boosting._CHUNK_PROGRAMS))
+        return apply_bins(*args)
+
+    monkeypatch.setattr(jaxgbt._fit, "apply_bins", recording_apply_bins)
+    model = jaxgbt.fit("squared_error", X, y, **kwargs)
+    assert len(held_at_binning[0]) == 1
+    assert set(boosting._CHUNK_PROGRAMS) == held_at_binning[0]
+    assert _rmse(model, X, y) < float(np.std(y))
+
+
+def test_compiled_programs_are_bounded(regression_data, monkeypatch):
+    X, y = regression_data
+    monkeypatch.setattr(boosting, "MAX_CHUNK_PROGRAMS", 1)
+    jaxgbt.fit("squared_error", X, y, **SMALL)
+    shallow = jaxgbt.fit("squared_error", X, y, **{**SMALL, "depth": 2})
+    assert len(boosting._CHUNK_PROGRAMS) == 1
+    assert shallow.leaf_value.shape[1] == 4
 
 
 def test_missing_values_learn_their_direction():
