@@ -40,11 +40,12 @@ CPU_ROWS_PER_BLOCK = 2**18
 
 def rows_per_block(n_rows: int) -> int:
     """Rows summed per block: N, or on CPU N split evenly into blocks of at most
-    ``CPU_ROWS_PER_BLOCK``."""
+    ``CPU_ROWS_PER_BLOCK``, each of an even number of rows (see ``build_histogram``)."""
     if jax.default_backend() != "cpu" or n_rows <= CPU_ROWS_PER_BLOCK:
         return n_rows
     n_blocks = -(-n_rows // CPU_ROWS_PER_BLOCK)
-    return -(-n_rows // n_blocks)
+    block = -(-n_rows // n_blocks)
+    return block + block % 2
 
 
 def _add_block(hist: jax.Array, bins: jax.Array, first_row, node_offset: jax.Array,
@@ -113,12 +114,22 @@ def build_histogram(bins: jax.Array, node: jax.Array, gh: jax.Array, n_nodes: in
     The rows are summed in blocks (``rows_per_block``), each added to the running sums
     in place. Under ``jax.vmap`` over models on CPU this is not batched: the boosting
     round around it runs one model after another (``_batching.one_model_at_a_time``).
+
+    Sums over an odd number of rows were 1.5-2.5x slower per row than over an even one
+    on XLA:CPU (28 features, 32 nodes, 2 cores: 7.4-7.7 ms at 200,001 rows, 4.5-5.0 ms
+    at 200,000 and 200,002; blocks of 176,667 rows against 176,668: 31 ms and 12 ms per
+    530,000 rows). So blocks are even, and an odd N is summed as its first N - 1 rows
+    and then its last row: the same additions in the same order.
     """
     n_features, n_rows = bins.shape
     n_columns = gh.shape[1]
     empty = jnp.zeros((n_features, n_nodes * n_bins, n_columns), gh.dtype)
     block = rows_per_block(n_rows)
-    if block == n_rows:
+    if block == n_rows and n_rows % 2 == 1 and n_rows > 1:
+        hist = _add_block(empty, bins, 0, node[:-1] * n_bins, gh[:-1])
+        last_segment = node[-1] * n_bins + bins[:, -1].astype(jnp.int32)
+        hist = hist.at[jnp.arange(n_features), last_segment].add(gh[-1])
+    elif block == n_rows:
         hist = _add_block(empty, bins, 0, node * n_bins, gh)
     else:
         def one_block(hist, i):

@@ -38,6 +38,21 @@ def test_histogram_matches_reference_float32(n_outputs):
     assert_array_equal(np.asarray(hist)[:, 3], 0.0)
 
 
+def test_histogram_of_an_odd_number_of_rows_counts_the_last_row():
+    """An odd N is summed as its first N - 1 rows, then its last row."""
+    bins, node, gh = _inputs(n_outputs=1)
+    n_rows = N_ROWS - 1
+    bins, node, gh = bins[:, :n_rows], node[:n_rows].copy(), gh[:n_rows]
+    node[-1] = 3  # the only row of node 3
+    hist = np.asarray(_build(jnp.asarray(bins), jnp.asarray(node), jnp.asarray(gh, jnp.float32),
+                             n_nodes=N_NODES, n_bins=N_BINS))
+    assert_allclose(hist, reference.histogram(bins, node, gh, N_NODES, N_BINS),
+                    rtol=1e-5, atol=1e-5)
+    for feature in range(N_FEATURES):
+        assert_allclose(hist[feature, 3, bins[feature, -1]], gh[-1], rtol=1e-6)
+        assert_allclose(hist[feature, 3].sum(axis=0), gh[-1], rtol=1e-6)
+
+
 def test_histogram_matches_reference_many_features():
     rng = np.random.default_rng(3)
     bins = rng.integers(0, N_BINS, (37, N_ROWS)).astype(np.uint8)
@@ -74,8 +89,9 @@ def test_reference_histogram_by_hand():
 
 @pytest.mark.parametrize("features_in_steps", [False, True])
 def test_histogram_over_row_blocks_matches_reference(monkeypatch, features_in_steps):
-    # Blocks of at most 64 rows: 300 rows are five blocks of 60;
-    # 290 rows: five of 58; 257 rows: five of 52, the last starting 3 rows early. With
+    # Blocks of at most 64 rows, each of an even number: 300 rows are five blocks of
+    # 60; 290 rows: five of 58; 257 rows: five of 52, the last starting 3 rows early;
+    # 251 rows: four of 64 (not 63), the last starting 5 rows early. With
     # features_in_steps, the 5 features go in steps of 2 (the last starting a feature
     # early), as large data does on 2 cores.
     import jaxgbt.histogram as histogram
@@ -87,7 +103,8 @@ def test_histogram_over_row_blocks_matches_reference(monkeypatch, features_in_st
         monkeypatch.setattr(histogram.os, "cpu_count", lambda: 2)
         assert histogram.features_per_step(N_FEATURES, 60) == 2
     bins, node, gh = _inputs(n_outputs=1)
-    for n_rows in (300, 290, 257):
+    for n_rows in (300, 290, 257, 251):
+        assert histogram.rows_per_block(n_rows) % 2 == 0
         # A new function each time: jax.jit of the same function would reuse a trace made
         # under other settings (block and step sizes are read when tracing).
         build = jax.jit(lambda b, n, g: histogram.build_histogram(b, n, g, N_NODES, N_BINS))
