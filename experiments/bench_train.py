@@ -1,11 +1,14 @@
 """Seconds per tree: jaxgbt against XGBoost, LightGBM and CatBoost in the same run.
 
     python experiments/bench_train.py [--config configs/bench_train.toml] [--rows 200000]
+        [--subsample 0.5]
 
 Prints, per row count: compile seconds (first fit minus the best warm fit), seconds per
 tree of the best of `repeats` warm fits (binning included, as the anchors' times include
 theirs; the anchors also get the best of `repeats`), test AUC, and the ratio to the
-fastest anchor.
+fastest anchor. With `subsample` below 1 every library keeps each row with that
+probability in every round (jaxgbt `subsample`, XGBoost `subsample`, LightGBM
+`bagging_fraction` with `bagging_freq = 1`, CatBoost's Bernoulli bootstrap).
 """
 
 import argparse
@@ -25,7 +28,7 @@ import jaxgbt  # noqa: E402
 def fit_jaxgbt(cfg, X, y, devices):
     model = jaxgbt.fit("logistic", X, y, n_trees=cfg["n_trees"], depth=cfg["depth"],
                        n_bins=cfg["n_bins"], learning_rate=cfg["learning_rate"], l2=cfg["l2"],
-                       devices=devices)
+                       subsample=cfg["subsample"], devices=devices)
     jax.block_until_ready(model.leaf_value)
     return lambda X_: np.asarray(model.predict(X_))
 
@@ -35,7 +38,8 @@ def fit_xgboost(cfg, X, y):
 
     model = xgboost.XGBClassifier(n_estimators=cfg["n_trees"], max_depth=cfg["depth"],
                                   learning_rate=cfg["learning_rate"], reg_lambda=cfg["l2"],
-                                  max_bin=cfg["n_bins"], tree_method="hist", n_jobs=cfg["threads"])
+                                  max_bin=cfg["n_bins"], tree_method="hist", n_jobs=cfg["threads"],
+                                  subsample=cfg["subsample"])
     model.fit(X, y)
     return lambda X_: model.predict_proba(X_)[:, 1]
 
@@ -46,7 +50,9 @@ def fit_lightgbm(cfg, X, y):
     model = lightgbm.LGBMClassifier(n_estimators=cfg["n_trees"], max_depth=cfg["depth"],
                                     num_leaves=2 ** cfg["depth"] - 1,
                                     learning_rate=cfg["learning_rate"], reg_lambda=cfg["l2"],
-                                    max_bin=cfg["n_bins"] - 1, n_jobs=cfg["threads"], verbose=-1)
+                                    max_bin=cfg["n_bins"] - 1, n_jobs=cfg["threads"], verbose=-1,
+                                    subsample=cfg["subsample"],
+                                    subsample_freq=1 if cfg["subsample"] < 1 else 0)
     model.fit(X, y)
     return lambda X_: model.predict_proba(X_)[:, 1]
 
@@ -58,7 +64,10 @@ def fit_catboost(cfg, X, y):
                                         learning_rate=cfg["learning_rate"], l2_leaf_reg=cfg["l2"],
                                         border_count=cfg["n_bins"] - 1,
                                         thread_count=cfg["threads"], verbose=False,
-                                        allow_writing_files=False)
+                                        allow_writing_files=False,
+                                        **(dict(bootstrap_type="Bernoulli",
+                                                subsample=cfg["subsample"])
+                                           if cfg["subsample"] < 1 else {}))
     model.fit(X, y)
     return lambda X_: model.predict_proba(X_)[:, 1]
 
@@ -96,10 +105,12 @@ def bench_rows(cfg, n_rows):
     return results
 
 
-def print_table(n_rows, results):
+def print_table(cfg, n_rows, results):
     anchors = [r for r in results if not r[0].startswith("jaxgbt")]
     fastest = min((r[1] for r in anchors), default=float("nan"))
-    print(f"\n{n_rows:,} rows, {jax.device_count()} {jax.default_backend()} device(s)")
+    subsample = "" if cfg["subsample"] == 1 else f", subsample {cfg['subsample']}"
+    print(f"\n{n_rows:,} rows, {jax.device_count()} {jax.default_backend()} device(s)"
+          f"{subsample}")
     print("| library | s/tree | compile s | test AUC | ratio to fastest anchor |")
     print("|---|---|---|---|---|")
     for name, per_tree, compile_s, test_auc in results:
@@ -113,11 +124,15 @@ def main():
     parser.add_argument("--config", default=os.path.join(os.path.dirname(__file__), "..",
                                                          "configs", "bench_train.toml"))
     parser.add_argument("--rows", type=int, nargs="*", help="override the config's row counts")
+    parser.add_argument("--subsample", type=float, help="override the config's subsample")
     args = parser.parse_args()
     with open(args.config, "rb") as file:
         cfg = tomllib.load(file)
+    cfg.setdefault("subsample", 1.0)
+    if args.subsample is not None:
+        cfg["subsample"] = args.subsample
     for n_rows in args.rows or cfg["rows"]:
-        print_table(n_rows, bench_rows(cfg, n_rows))
+        print_table(cfg, n_rows, bench_rows(cfg, n_rows))
 
 
 if __name__ == "__main__":

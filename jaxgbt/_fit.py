@@ -22,7 +22,7 @@ from jaxgbt.model import Booster
 from jaxgbt.objectives import Link, Loss, Objective, resolve
 from jaxgbt.ordered import BOOSTING_TYPES, compiled_row_order
 from jaxgbt.resources import check_fit_memory, release_free_heap
-from jaxgbt.sampling import SamplingParams
+from jaxgbt.sampling import SamplingParams, sample_capacity
 from jaxgbt.split import SplitParams
 from jaxgbt.tree import GROW_POLICIES
 
@@ -172,9 +172,13 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
                          "device (it couples rows across groups or refreshes leaves from "
                          "sorted residuals); fit it on one device.")
     ordered = _ordered(boosting, objective, kind, curvature, mesh)
+    # Sampled rounds grow their trees on the drawn rows alone when their number has a
+    # bound known now (jaxgbt.sampling); on one device, outside ordered boosting.
+    capacity = (None if ordered or mesh is not None
+                else sample_capacity(row_sampling, subsample, X.shape[0]))
     check_fit_memory(X.shape[0], X.shape[1], n_bins, depth, n_outputs,
                      [jax.devices()[0]] if mesh is None else list(mesh.devices.flat),
-                     ordered=ordered)
+                     ordered=ordered, gathered_rows=capacity)
 
     data = TrainData(bins=None, y=jax.tree.map(jnp.asarray, y), weight=jnp.asarray(weight),
                      group_index=group_index, group_mask=group_mask)
@@ -186,6 +190,7 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
                          axis_name=None if mesh is None else ROW_AXIS, curvature=curvature,
                          fisher=objective.fisher, grouped=kind != "row",
                          leaf_quantile=objective.leaf_quantile, row_sampling=row_sampling,
+                         sample_capacity=capacity,
                          column_sampling=column_sampling, grow_policy=grow_policy,
                          ordered=ordered)
     if init_model is None:

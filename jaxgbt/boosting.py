@@ -24,9 +24,15 @@ from jaxgbt._validation import is_traced
 from jaxgbt.config import BoostConfig, round_learning_rate
 from jaxgbt.leaves import newton_full, quantile_leaves
 from jaxgbt.ordered import OrderedMargins, ordered_round
-from jaxgbt.sampling import SamplingParams, round_keys, sampled_weight, tree_feature_masks
+from jaxgbt.sampling import (
+    SamplingParams,
+    drawn_rows,
+    round_keys,
+    sampled_weight,
+    tree_feature_masks,
+)
 from jaxgbt.split import SplitParams
-from jaxgbt.tree import BinnedTree, constrain_leaves, grow, n_splits
+from jaxgbt.tree import BinnedTree, constrain_leaves, grow, leaf_from_bins, n_splits
 
 
 class BoostParams(NamedTuple):
@@ -129,9 +135,16 @@ def boost_round(config: BoostConfig, params: BoostParams, data: TrainData, raw: 
     level_allowed = (tree_feature_masks(feature_key, params.sampling, data.bins.shape[0],
                                         config.depth, config.grow_policy)
                      if config.column_sampling else None)
-    tree, leaf, leaf_bounds = grow(config.grow_policy, data.bins, gh, params.split,
+    tree_bins, tree_gh = data.bins, gh
+    if config.sample_capacity is not None:  # the tree is grown on the drawn rows alone
+        rows, in_use = drawn_rows(weight[:, 0] > 0, config.sample_capacity)
+        tree_bins = jnp.take(data.bins, rows, axis=1)
+        tree_gh = jnp.where(in_use[:, None], gh[rows], 0.0)
+    tree, leaf, leaf_bounds = grow(config.grow_policy, tree_bins, tree_gh, params.split,
                                    config.depth, config.n_bins, config.axis_name,
                                    level_allowed, params.interaction_sets, params.monotone)
+    if config.sample_capacity is not None:  # every row's leaf, for the margins
+        leaf = leaf_from_bins(data.bins, tree, config.n_bins, config.grow_policy)
     n_leaves = 2**config.depth
     if derivatives.h_full is not None:
         n_rows, n_outputs = g.shape

@@ -38,6 +38,8 @@ class BoostConfig:
       grouped: the loss is over groups of rows (``loss(y_q, f_q, mask_q)``).
       leaf_quantile: when set, leaves are refreshed to this quantile of the residuals.
       row_sampling: "none", "bernoulli", "poisson" or "goss" (see ``sampling``).
+      sample_capacity: M, the row slots a sampled round grows its tree on
+        (``sampling.sample_capacity``), or None to grow every tree on all rows.
       column_sampling: whether features are drawn per tree/level.
       grow_policy: "oblivious" (one split per level) or "depthwise" (one per node).
       ordered: ordered boosting (``jaxgbt.ordered``): gradients at margins that only
@@ -57,6 +59,7 @@ class BoostConfig:
     grouped: bool = False
     leaf_quantile: float | None = None
     row_sampling: str = "none"
+    sample_capacity: int | None = None
     column_sampling: bool = False
     grow_policy: str = "oblivious"
     ordered: bool = False

@@ -22,6 +22,7 @@ from jaxgbt.evaluation import resolve_metrics
 from jaxgbt.model import Booster
 from jaxgbt.objectives import Objective, resolve
 from jaxgbt.resources import available_bytes, estimate_fit_memory
+from jaxgbt.sampling import sample_capacity
 
 # fit's arguments that are traced arrays, so they can differ between members.
 SWEEPABLE = ("learning_rate", "l2", "l1", "min_split_gain", "min_child_weight",
@@ -405,8 +406,11 @@ def _n_outputs(objective: Objective, y, fit_kwargs: dict) -> int:
 def max_batch_size(n_rows: int, n_features: int, n_outputs: int, fit_kwargs: dict,
                    with_valid: bool = False) -> tuple[int, int, int]:
     """(members that fit in free memory at once, bytes shared, bytes per member)."""
+    # A subsample shared by every member (not swept) gathers each round's drawn rows.
+    gathered = sample_capacity(fit_kwargs.get("sampling", "bernoulli"),
+                               fit_kwargs.get("subsample", 1.0), n_rows)
     one = estimate_fit_memory(n_rows, n_features, fit_kwargs.get("n_bins", 256),
-                              fit_kwargs.get("depth", 6), n_outputs)
+                              fit_kwargs.get("depth", 6), n_outputs, gathered_rows=gathered)
     # Each member has its own per-row state and histograms (and validation margins);
     # the binned matrix is shared.
     per_member = one.rows + one.histograms + (2 * n_rows * 4 * n_outputs if with_valid else 0)

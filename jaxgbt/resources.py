@@ -48,12 +48,18 @@ class FitMemory(NamedTuple):
 
 
 def estimate_fit_memory(n_rows: int, n_features: int, n_bins: int, depth: int, n_outputs: int,
-                        n_devices: int = 1, ordered: bool = False) -> FitMemory:
+                        n_devices: int = 1, ordered: bool = False,
+                        gathered_rows: int | None = None) -> FitMemory:
     """Bytes on each device for a fit of this size (rows split evenly over devices);
-    ``ordered``: with ordered boosting's second margins and prefix sums."""
+    ``ordered``: with ordered boosting's second margins and prefix sums;
+    ``gathered_rows``: the slots a sampled round gathers its drawn rows into
+    (``sampling.sample_capacity``), whose bins and (g, h) each round copies."""
     rows = -(-n_rows // n_devices)
     binned = n_features * rows * BIN_DTYPE().itemsize
     row_state = rows * (_ROW_FLOATS + _ROW_FLOATS_PER_OUTPUT * n_outputs) * _FLOAT_BYTES
+    if gathered_rows is not None:
+        row_state += gathered_rows * (n_features * BIN_DTYPE().itemsize
+                                      + (2 + 2 * n_outputs) * _FLOAT_BYTES)
     if ordered:
         row_state += rows * (_ORDERED_ROW_FLOATS + block_size(2**depth)
                              + _ORDERED_ROW_FLOATS_PER_OUTPUT * n_outputs) * _FLOAT_BYTES
@@ -85,13 +91,14 @@ def _gib(n_bytes: int) -> str:
 
 
 def check_fit_memory(n_rows: int, n_features: int, n_bins: int, depth: int, n_outputs: int,
-                     devices: list[jax.Device], ordered: bool = False) -> FitMemory:
+                     devices: list[jax.Device], ordered: bool = False,
+                     gathered_rows: int | None = None) -> FitMemory:
     """Raises MemoryError when the estimate exceeds the smallest free memory of ``devices``.
 
     Host CPU devices share one memory, so their estimates add up.
     """
     need = estimate_fit_memory(n_rows, n_features, n_bins, depth, n_outputs, len(devices),
-                               ordered)
+                               ordered, gathered_rows)
     free = [available_bytes(d) for d in devices]
     if any(f is None for f in free):
         return need

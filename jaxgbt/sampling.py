@@ -13,6 +13,14 @@ Row sampling multiplies each row's weight for the round:
   goss       LightGBM's gradient-based one-side sampling: keep the ``goss_top_rate``
              rows of largest |g|, and of the rest a ``goss_other_rate`` fraction,
              weighted up by (1 - top) / other
+A round that samples rows by ``bernoulli`` or ``poisson`` grows its tree on the drawn
+rows alone when the rate is known on the host: they are gathered into a fixed number of
+slots (``sample_capacity``, a bound on how many rows a round draws) and every histogram
+of the tree reads only those. The tree is the one grown on all rows with the undrawn
+rows at weight 0 (the same sums, in the same order); only the margins are then updated
+for all rows. GOSS keeps every row tied at its magnitude threshold, so how many rows it
+keeps has no bound below N, and it grows on all rows.
+
 Feature sampling draws ``colsample_bytree`` of the features per tree and, of those,
 ``colsample_bylevel`` per level; a level searches only its drawn features. Depthwise
 trees can also draw ``colsample_bynode`` of a level's features for each of its nodes
@@ -20,10 +28,13 @@ trees can also draw ``colsample_bynode`` of a level's features for each of its n
 random forest ``max_features``).
 """
 
+import math
 from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+
+from jaxgbt._validation import is_traced
 
 ROW_SAMPLING = ("none", "bernoulli", "poisson", "goss")
 
@@ -71,6 +82,74 @@ def row_multiplier(key: jax.Array, method: str, params: SamplingParams, g: jax.A
         amplify = (1.0 - params.goss_top_rate) / jnp.maximum(params.goss_other_rate, 1e-6)
         return jnp.where(top, 1.0, jnp.where(drawn, amplify, 0.0))
     raise ValueError(f"row sampling {method!r}: use one of {ROW_SAMPLING}.")
+
+
+# A round's drawn rows are gathered only when at most this fraction of the rows could be
+# drawn. At 200,000 rows x 28 features (2 cores) placing the drawn rows in their slots
+# took 0.7 ms and gathering their bins 0.9 ms (4.5 and 4.0 ms at 1M rows), against 4-5
+# ms for a level's histogram. Whole fits (depth 6): a rate of 0.5 took 0.023-0.027 s
+# per tree gathered against 0.032-0.039 on all rows at 200,000 rows, and 0.115-0.120
+# against 0.147-0.153 at 1M; at 0.7 (1M rows) and 0.8 (200,000) neither was faster.
+GATHER_AT_MOST = 0.7
+
+# Slots for the drawn rows: this many standard deviations above the expected count.
+# A round draws more rows than that with probability below 1e-15; its rows past the
+# last slot then count with weight 0 that round (a smaller sample, nothing else).
+CAPACITY_SIGMAS = 8.0
+
+# Capacities are rounded up to a multiple of N / CAPACITY_STEPS, so that nearby rates
+# share one compiled program.
+CAPACITY_STEPS = 32
+
+
+def sample_capacity(method: str, subsample, n_rows: int) -> int | None:
+    """The row slots a sampled round grows its tree on, or None to grow on all rows.
+
+    Args:
+      method: the row sampling method (``ROW_SAMPLING``).
+      subsample: the rate, a Python float or a traced array (then None: the bound
+        must be known when the program is compiled).
+      n_rows: N.
+
+    A row is drawn with probability p = ``subsample`` (bernoulli) or
+    1 - exp(-``subsample``) (poisson, a count of at least one); the count is binomial,
+    and the capacity is its mean plus ``CAPACITY_SIGMAS`` standard deviations, rounded
+    up to a step of N / ``CAPACITY_STEPS``. None when that is more than
+    ``GATHER_AT_MOST`` of the rows.
+    """
+    if method not in ("bernoulli", "poisson") or is_traced(subsample):
+        return None
+    rate = float(subsample)
+    p = rate if method == "bernoulli" else -math.expm1(-rate)
+    p = min(max(p, 0.0), 1.0)
+    bound = p * n_rows + CAPACITY_SIGMAS * math.sqrt(n_rows * p * (1.0 - p)) + CAPACITY_SIGMAS
+    step = max(1, -(-n_rows // CAPACITY_STEPS))
+    capacity = min(n_rows, step * math.ceil(bound / step))
+    return capacity if capacity <= GATHER_AT_MOST * n_rows else None
+
+
+def drawn_rows(drawn: jax.Array, capacity: int) -> tuple[jax.Array, jax.Array]:
+    """The drawn rows gathered into ``capacity`` slots, in row order.
+
+    Args:
+      drawn: bool[N], the rows a round drew.
+      capacity: M, from ``sample_capacity``.
+
+    Returns:
+      (rows i32[M], in_use bool[M]): slot i holds row ``rows[i]``; slots past the
+      drawn rows hold distinct rows (spread over the histogram's bins, not all on one)
+      and are not in use, and so are any drawn rows past slot M - 1.
+    """
+    n_rows = drawn.shape[0]
+    # An associative scan: jnp.cumsum lowers to a slower reduce-window on CPU.
+    position = jax.lax.associative_scan(jnp.add, drawn.astype(jnp.int32)) - 1
+    # Rows not drawn (and any past the last slot) go to a spare slot M, dropped after:
+    # a scatter in bounds is several times faster than one that drops indices.
+    slot = jnp.where(drawn & (position < capacity), position, capacity)
+    rows = (jnp.arange(capacity + 1, dtype=jnp.int32) % n_rows).at[slot].set(
+        jnp.arange(n_rows, dtype=jnp.int32))
+    in_use = jnp.zeros(capacity + 1, bool).at[slot].set(True)
+    return rows[:capacity], in_use[:capacity]
 
 
 def _draw(key: jax.Array, allowed: jax.Array, rate: jax.Array) -> jax.Array:

@@ -18,6 +18,9 @@ def test_estimate_counts_each_part():
     # One more level doubles the histograms; a second output doubles them too.
     assert resources.estimate_fit_memory(1000, 10, 256, 7, 1).histograms == 2 * need.histograms
     assert resources.estimate_fit_memory(1000, 10, 256, 6, 2).histograms == 2 * need.histograms
+    # A sampled round's gathered rows: their bins, (g, h), row ids and slots in use.
+    gathered = resources.estimate_fit_memory(1000, 10, 256, 6, 1, gathered_rows=500)
+    assert gathered.rows - need.rows == 500 * (10 + 4 * 4)
 
 
 def test_available_bytes_is_positive_on_this_machine():

@@ -109,3 +109,58 @@ def test_vmap_over_seeds_gives_the_single_fits(regression_data):
     for i, seed in enumerate([1, 2]):
         single = jaxgbt.fit("squared_error", X, y, seed=seed, subsample=0.5, **SMALL)
         np.testing.assert_allclose(models.leaf_value[i], single.leaf_value, rtol=1e-5, atol=1e-6)
+
+
+def test_sample_capacity_bounds_the_drawn_rows():
+    n_rows = 100_000
+    capacity = sampling.sample_capacity("bernoulli", 0.5, n_rows)
+    sd = np.sqrt(n_rows * 0.25)
+    assert 0.5 * n_rows + 8 * sd <= capacity <= 0.5 * n_rows + 8 * sd + n_rows / 32 + 8
+    assert capacity % -(-n_rows // 32) == 0  # nearby rates share a program
+    assert sampling.sample_capacity("bernoulli", 0.51, n_rows) == capacity
+    p = 1 - np.exp(-0.5)  # poisson: rows drawn at least once
+    assert sampling.sample_capacity("poisson", 0.5, n_rows) >= p * n_rows + 8 * np.sqrt(
+        n_rows * p * (1 - p))
+    # No bound below GATHER_AT_MOST: all rows.
+    assert sampling.sample_capacity("bernoulli", 0.9, n_rows) is None
+    assert sampling.sample_capacity("poisson", 2.0, n_rows) is None
+    assert sampling.sample_capacity("goss", 0.5, n_rows) is None  # ties: no bound
+    assert sampling.sample_capacity("none", 1.0, n_rows) is None
+    seen = []  # a traced rate (vmap over rates) is unknown when compiling: all rows
+    jax.jit(lambda s: seen.append(sampling.sample_capacity("bernoulli", s, n_rows)) or s)(0.5)
+    assert seen == [None]
+
+
+def test_drawn_rows_fill_the_slots_in_row_order():
+    drawn = np.array([0, 1, 1, 0, 1, 0, 0, 1, 1, 0], bool)
+    rows, in_use = sampling.drawn_rows(jnp.asarray(drawn), 6)
+    np.testing.assert_array_equal(np.asarray(rows)[:5], [1, 2, 4, 7, 8])
+    np.testing.assert_array_equal(np.asarray(in_use), [True] * 5 + [False])
+    assert int(rows[5]) not in (1, 2, 4, 7, 8)  # the free slot holds some other row
+    # More drawn rows than slots: the first ones are kept, the rest not in use.
+    rows, in_use = sampling.drawn_rows(jnp.asarray(drawn), 3)
+    np.testing.assert_array_equal(np.asarray(rows), [1, 2, 4])
+    assert bool(np.all(in_use))
+    rows, in_use = sampling.drawn_rows(jnp.zeros(10, bool), 4)
+    assert len(set(np.asarray(rows).tolist())) == 4 and not bool(np.any(in_use))
+
+
+@pytest.mark.parametrize("options", [
+    dict(subsample=0.3, loss="logistic", grow_policy="oblivious"),
+    dict(subsample=0.3, sampling="poisson", loss="squared_error", grow_policy="depthwise"),
+], ids=["bernoulli-oblivious", "poisson-depthwise"])
+def test_trees_grown_on_the_drawn_rows_equal_trees_grown_on_all_rows(binary_data, monkeypatch,
+                                                                     options):
+    """A sampled round gathers its drawn rows and grows the tree on them alone: the same
+    sums in the same order as all rows with the undrawn ones at weight 0."""
+    X, y = binary_data
+    options = dict(options)
+    loss = options.pop("loss")
+    assert sampling.sample_capacity(options.get("sampling", "bernoulli"), options["subsample"],
+                                    len(y)) is not None
+    gathered = jaxgbt.fit(loss, X, y, seed=3, **options, **SMALL)
+    monkeypatch.setattr(sampling, "GATHER_AT_MOST", 0.0)  # every tree on all rows
+    all_rows = jaxgbt.fit(loss, X, y, seed=3, **options, **SMALL)
+    for field in FIELDS:
+        np.testing.assert_array_equal(getattr(gathered, field), getattr(all_rows, field),
+                                      err_msg=field)
