@@ -24,6 +24,8 @@ from jax import lax
 from jax.scipy.special import xlogy
 from jax.typing import ArrayLike
 
+from jaxgbt._order import order_key
+
 Metric = Callable[..., jax.Array]
 
 # Rows of the event side compared at once by concordance_index: memory is O(chunk * N).
@@ -222,17 +224,6 @@ def auc(y: ArrayLike, pred: ArrayLike, weight: ArrayLike | None = None) -> jax.A
     # below[start] + (below[end] - below[start]) / 2.
     wins = 0.5 * (below[start] + below[end])
     return jnp.sum(positive * wins) / (jnp.sum(positive) * jnp.sum(negative))
-
-
-def order_key(x: jax.Array) -> jax.Array:
-    """Signed integers (of x's width) ordered as the floats x are, -0.0 equal to 0.0 and
-    every NaN above +inf (as ``jnp.sort`` places them)."""
-    int_dtype = {2: jnp.int16, 4: jnp.int32, 8: jnp.int64}[x.dtype.itemsize]
-    x = jnp.where(jnp.isnan(x), jnp.array(jnp.nan, x.dtype), x + 0)  # one zero, one NaN
-    bits = lax.bitcast_convert_type(x, int_dtype)
-    magnitude = jnp.array(jnp.iinfo(int_dtype).max, int_dtype)
-    # A negative float's magnitude bits grow as it falls: flip them.
-    return jnp.where(bits < 0, bits ^ magnitude, bits)
 
 
 @_describe("accuracy", higher_is_better=True)
