@@ -614,6 +614,24 @@ def test_lambdarank_gradient_is_the_lambdarank_lambdas():
         start += size
 
 
+@pytest.mark.parametrize("name", ["pairwise_logistic", "lambdarank_ndcg"])
+def test_pairwise_ranking_curvature_is_the_exact_hessian_diagonal(name):
+    """The built-in pairwise losses' default curvature is their Hessian diagonal in
+    closed form (one pass), equal to autodiff's (M Hessian-vector products)."""
+    objective = objectives.BUILTIN[name]
+    assert objective.curvature == "fisher"
+    rng = np.random.default_rng(12)
+    with jax.enable_x64(True):
+        y, f, index, mask = _ranking_layout(rng)
+        f[:3] = f[3]  # tied scores
+        args = (jnp.asarray(y), jnp.asarray(f)[:, None], jnp.asarray(index), jnp.asarray(mask))
+        closed = jax.jit(group_derivatives(objective.loss, "fisher", objective.fisher))(*args)
+        autodiff = jax.jit(group_derivatives(objective.loss, "exact"))(*args)
+    assert float(np.max(np.asarray(autodiff.h))) > 0
+    np.testing.assert_allclose(closed.h, autodiff.h, rtol=1e-12, atol=1e-15)
+    np.testing.assert_array_equal(closed.g, autodiff.g)
+
+
 # =======================================================================================
 # Zero Hessians: unit curvature for the structure, leaves refreshed to quantiles.
 
@@ -717,8 +735,10 @@ def my_lambdarank(y, f, mask):
 def test_builtin_equals_its_user_written_twin(name, custom_loss):
     objective, X, y, group, builtin = _builtin_fit(name)
     n_outputs = N_CLASSES if name == "softmax" else None
+    # A built-in's closed-form curvature ("fisher") is the twin's autodiff diagonal.
+    hessian = "exact" if objective.curvature == "fisher" else objective.curvature
     custom = jaxgbt.fit(custom_loss, X, y, group=group, n_outputs=n_outputs,
-                        hessian=objective.curvature, base_score=builtin.base_score, **SMALL)
+                        hessian=hessian, base_score=builtin.base_score, **SMALL)
     assert custom.objective.name == f"custom:{custom_loss.__name__}"
     _assert_same_model(custom, builtin)
 
