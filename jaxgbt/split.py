@@ -57,7 +57,18 @@ def leaf_weight(G: jax.Array, H: jax.Array, params: SplitParams) -> jax.Array:
 def _score(G: jax.Array, H: jax.Array, params: SplitParams) -> jax.Array:
     """T(G)^2 / (H + l2), summed over the last (output) axis."""
     T = soft_threshold(G, params.l1)
-    return jnp.sum(T * T / jnp.maximum(H + params.l2, MIN_DENOMINATOR), axis=-1)
+    return _sum_outputs(T * T / jnp.maximum(H + params.l2, MIN_DENOMINATOR))
+
+
+def _sum_outputs(x: jax.Array) -> jax.Array:
+    """x summed over its last (output) axis of K, as K - 1 elementwise additions: a
+    reduction over a last axis of a few entries made XLA:CPU's loops 5-10x slower (a
+    level's gains at 28 features, 32 nodes, 256 bins: K = 2, 18.5 ms against 2; K = 4,
+    35 ms)."""
+    total = x[..., 0]
+    for k in range(1, x.shape[-1]):
+        total = total + x[..., k]
+    return total
 
 
 # Block length of ``prefix_sums``: a bin axis of up to 256 is 16 blocks of 16.
@@ -130,8 +141,8 @@ def node_gains(hist: jax.Array, params: SplitParams, bounds=None,
 
     (GL, HL), (GR, HR), (G, H) = parts(left), parts(right), parts(total)
     gain = 0.5 * (_score(GL, HL, params) + _score(GR, HR, params) - _score(G, H, params))
-    allowed = ((jnp.sum(HL, -1) >= params.min_child_weight)
-               & (jnp.sum(HR, -1) >= params.min_child_weight))
+    allowed = ((_sum_outputs(HL) >= params.min_child_weight)
+               & (_sum_outputs(HR) >= params.min_child_weight))
     if monotone is not None:
         lower, upper = (b[None, :, None, None, :] for b in bounds)  # [1, n, 1, 1, K]
         w_left = jnp.clip(leaf_weight(GL, HL, params), lower, upper)
