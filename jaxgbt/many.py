@@ -406,9 +406,11 @@ def _n_outputs(objective: Objective, y, fit_kwargs: dict) -> int:
 def max_batch_size(n_rows: int, n_features: int, n_outputs: int, fit_kwargs: dict,
                    with_valid: bool = False) -> tuple[int, int, int]:
     """(members that fit in free memory at once, bytes shared, bytes per member)."""
-    # A subsample shared by every member (not swept) gathers each round's drawn rows.
-    gathered = sample_capacity(fit_kwargs.get("sampling", "bernoulli"),
-                               fit_kwargs.get("subsample", 1.0), n_rows)
+    # A subsample shared by every member (not swept) gathers each round's drawn rows
+    # (a value that is not a rate is left for fit to reject, with its own message).
+    subsample = fit_kwargs.get("subsample", 1.0)
+    gathered = (sample_capacity(fit_kwargs.get("sampling", "bernoulli"), subsample, n_rows)
+                if isinstance(subsample, int | float) and 0 < subsample <= 1 else None)
     one = estimate_fit_memory(n_rows, n_features, fit_kwargs.get("n_bins", 256),
                               fit_kwargs.get("depth", 6), n_outputs, gathered_rows=gathered)
     # Each member has its own per-row state and histograms (and validation margins);
