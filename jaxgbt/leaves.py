@@ -13,7 +13,7 @@ Once a tree's structure is grown, its leaves can be set by a better model of the
 import jax
 import jax.numpy as jnp
 
-from jaxgbt._order import from_order_key, order_key
+from jaxgbt._order import from_unsigned_order_key, unsigned_order_key
 from jaxgbt.split import MIN_DENOMINATOR, SplitParams, soft_threshold
 
 
@@ -49,7 +49,7 @@ def quantile_leaves(residual: jax.Array, weight: jax.Array, leaf: jax.Array, n_l
       f32[L]: the smallest residual r of each leaf with (weight of residuals <= r)
       >= alpha * (leaf weight); 0 for a leaf without weight.
 
-    Found bit by bit on the residuals' integer keys (``_order.order_key``), for every
+    Found bit by bit on the residuals' integer keys (``_order.unsigned_order_key``), for every
     leaf at once: the largest key v with (weight of residuals below v) < alpha * (leaf
     weight) is that quantile. 32 passes of a comparison and a weighted count per leaf
     over N rows, instead of sorting the rows by leaf and residual (a sort XLA:CPU takes
@@ -58,17 +58,16 @@ def quantile_leaves(residual: jax.Array, weight: jax.Array, leaf: jax.Array, n_l
     leaf_weight = jax.ops.segment_sum(weight, leaf, num_segments=n_leaves)
     # A small tolerance: the counts below sum the leaf's weights in another order.
     target = alpha * leaf_weight * (1 - 1e-6)
-    # Signed keys moved to unsigned, so that bits are decided from the highest.
-    key = jax.lax.bitcast_convert_type(order_key(residual), jnp.uint32) ^ jnp.uint32(2**31)
-    n_bits = 32
+    key = unsigned_order_key(residual)
+    n_bits = 8 * residual.dtype.itemsize
 
     def next_bit(i, found):
-        candidate = found | jnp.left_shift(jnp.uint32(1), jnp.uint32(n_bits - 1 - i))
+        candidate = found | jnp.left_shift(jnp.array(1, key.dtype),
+                                           jnp.array(n_bits - 1, key.dtype) - i.astype(key.dtype))
         below = jax.ops.segment_sum(jnp.where(key < candidate[leaf], weight, 0.0), leaf,
                                     num_segments=n_leaves)
         return jnp.where(below < target, candidate, found)
 
-    found = jax.lax.fori_loop(0, n_bits, next_bit, jnp.zeros(n_leaves, jnp.uint32))
-    signed = jax.lax.bitcast_convert_type(found ^ jnp.uint32(2**31), jnp.int32)
-    value = from_order_key(signed, residual.dtype)
+    found = jax.lax.fori_loop(0, n_bits, next_bit, jnp.zeros(n_leaves, key.dtype))
+    value = from_unsigned_order_key(found, residual.dtype)
     return jnp.where(leaf_weight > 0, value, 0.0)

@@ -34,6 +34,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
+from jaxgbt._order import kth_largest
 from jaxgbt._validation import is_traced
 
 ROW_SAMPLING = ("none", "bernoulli", "poisson", "goss")
@@ -55,33 +56,6 @@ def round_keys(params: SamplingParams, round_index: jax.Array) -> tuple[jax.Arra
     """Independent keys for the round's row and feature draws."""
     rows, features = jax.random.split(jax.random.fold_in(params.key, round_index))
     return rows, features
-
-
-def kth_largest(values: jax.Array, k: jax.Array) -> jax.Array:
-    """The k-th largest of non-negative floats (NaN counts as the largest), without a sort.
-
-    Args:
-      values: f32[N] (or f64[N]), each >= 0 or NaN.
-      k: i32[], in [1, N].
-
-    Returns:
-      A scalar of values' dtype, exactly ``jnp.sort(values)[::-1][k - 1]``.
-
-    Non-negative floats are ordered as their bit patterns are as signed integers, so
-    the answer is found bit by bit from the highest: the largest pattern with at least k
-    values at or above it. For f32 that is 31 passes of a comparison and a count over N
-    values: 1.1 ms at 200,000 rows on 2 cores, against 42 ms for XLA:CPU's sort.
-    """
-    int_dtype = jnp.int32 if values.dtype.itemsize == 4 else jnp.int64
-    n_bits = 8 * values.dtype.itemsize - 1
-    bits = jax.lax.bitcast_convert_type(values, int_dtype)
-
-    def next_bit(i, found):
-        candidate = found | jnp.left_shift(jnp.asarray(1, int_dtype), n_bits - 1 - i)
-        return jnp.where(jnp.sum(bits >= candidate) >= k, candidate, found)
-
-    found = jax.lax.fori_loop(0, n_bits, next_bit, jnp.asarray(0, int_dtype))
-    return jax.lax.bitcast_convert_type(found, values.dtype)
 
 
 def row_multiplier(key: jax.Array, method: str, params: SamplingParams, g: jax.Array
@@ -175,8 +149,9 @@ def drawn_rows(drawn: jax.Array, capacity: int) -> tuple[jax.Array, jax.Array]:
     slot = jnp.where(drawn & (position < capacity), position, capacity)
     rows = (jnp.arange(capacity + 1, dtype=jnp.int32) % n_rows).at[slot].set(
         jnp.arange(n_rows, dtype=jnp.int32))
-    in_use = jnp.zeros(capacity + 1, bool).at[slot].set(True)
-    return rows[:capacity], in_use[:capacity]
+    # The drawn rows fill the first slots.
+    in_use = jnp.arange(capacity) < jnp.sum(drawn, dtype=jnp.int32)
+    return rows[:capacity], in_use
 
 
 def _draw(key: jax.Array, allowed: jax.Array, rate: jax.Array) -> jax.Array:

@@ -38,25 +38,6 @@ def test_goss_keeps_the_largest_gradients_and_reweights_the_rest():
     assert abs(np.mean(rest > 0) - 0.1 / 0.8) < 0.02
 
 
-def test_kth_largest_equals_the_sorted_value():
-    rng = np.random.default_rng(5)
-    values = np.abs(rng.normal(size=1000)).astype(np.float32)
-    values[:200] = np.round(values[:200], 1)  # ties
-    values[200:300] = 0.0
-    values[300:305] = np.inf
-    kth = jax.jit(sampling.kth_largest)
-    descending = np.sort(values)[::-1]
-    for k in (1, 2, 5, 6, 137, 500, 700, 999, 1000):
-        assert float(kth(jnp.asarray(values), k)) == descending[k - 1], k
-    with_nan = values.copy()
-    with_nan[7] = np.nan  # sorts as the largest, as in jnp.sort
-    assert np.isnan(float(kth(jnp.asarray(with_nan), 1)))
-    assert float(kth(jnp.asarray(with_nan), 2)) == np.inf
-    with jax.enable_x64(True):
-        doubles = np.abs(rng.normal(size=300))
-        assert float(sampling.kth_largest(jnp.asarray(doubles), 42)) == np.sort(doubles)[::-1][41]
-
-
 def test_feature_masks_draw_the_asked_fraction_within_the_tree():
     masks = np.asarray(sampling.level_feature_masks(
         jax.random.PRNGKey(3), _params(colsample_bytree=0.5, colsample_bylevel=0.5), 10, 4))
