@@ -8,7 +8,7 @@ the speed of training. On the synthetic HIGGS-like data (experiments/_synthetic.
 binned as ``fit`` bins it, on whatever device JAX runs on by default, this prints two
 markdown tables and writes results.json to the config's output_dir:
 
-1. One level's histogram (``jaxgbt.histogram.build_histogram``: all features, 2**(D-1)
+1. One level's histogram (``jaxgbt.core.histogram.build_histogram``: all features, 2**(D-1)
    nodes, g and h as f32[N, 2]) for each row count, against two floors:
    - the bandwidth floor: the bytes a level must read (the binned matrix, g/h and the
      node ids) over the device's copy bandwidth (``x + 1`` over a large f32 array:
@@ -70,7 +70,7 @@ def binned_level(n_rows: int, depth: int, n_bins: int, seed: int):
     import jax
     import jax.numpy as jnp
 
-    from jaxgbt.binning import apply_bins, compute_thresholds
+    from jaxgbt.data.binning import apply_bins, compute_thresholds
 
     X, y = higgs_like(n_rows, seed)
     bins = apply_bins(X, compute_thresholds(X, n_bins))
@@ -87,7 +87,7 @@ def level_row(n_rows: int, cfg: dict, bandwidth: float) -> dict:
     import jax
 
     import jaxgbt
-    from jaxgbt.histogram import build_histogram
+    from jaxgbt.core.histogram import build_histogram
 
     depth, n_bins, repeats = cfg["depth"], cfg["n_bins"], cfg["repeats"]
     n_nodes = 2 ** (depth - 1)

@@ -21,7 +21,7 @@ import optax
 from jax import lax
 
 from jaxgbt.model import Booster
-from jaxgbt.tree import depth_of
+from jaxgbt.core.tree import depth_of
 
 # The float arrays a user may train; the integer structure (feature, default_left) stays.
 PARAMS = ("leaf_value", "threshold", "base_score")
@@ -144,7 +144,7 @@ def soft_predict_raw(model: Booster, X, temperature: Any, n_trees: int | None = 
 
 
 def _soft_X(model: Booster, X) -> jax.Array:
-    from jaxgbt._validation import check_predict_X, is_traced
+    from jaxgbt.data.validation import check_predict_X, is_traced
 
     if getattr(model, "encoder", None) is not None:
         raise ValueError("this model encodes categorical features before its trees; the soft "

@@ -13,7 +13,7 @@ the trees' seeds; the members' trees are then stacked into one Booster with leav
 scaled by 1/T, so ``predict`` is the forest's average.
 
 A tree's bootstrap counts are drawn inside ``fit`` from its seed (round 0's row key,
-``jaxgbt.sampling``), so ``bootstrap_counts`` draws them again, exactly, for the
+``jaxgbt.core.sampling``), so ``bootstrap_counts`` draws them again, exactly, for the
 out-of-bag predictions: each row averaged over the trees that did not see it.
 
 Poisson(1) counts are the bootstrap's large-N limit (scikit-learn draws N rows with
@@ -28,11 +28,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxgbt import _validation as check
+from jaxgbt.data import validation as check
 from jaxgbt import objectives
-from jaxgbt.many import fit_many, max_batch_size
+from jaxgbt.sweeps import fit_many, max_batch_size
 from jaxgbt.model import Booster
-from jaxgbt.sampling import SamplingParams, round_keys, row_multiplier
+from jaxgbt.core.sampling import SamplingParams, round_keys, row_multiplier
 
 
 class Forest(NamedTuple):

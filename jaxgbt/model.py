@@ -11,8 +11,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxgbt._transfer import to_device
-from jaxgbt.categorical import Encoder
+from jaxgbt.data.transfer import to_device
+from jaxgbt.data.categorical import Encoder
 from jaxgbt.objectives import Objective
 
 
@@ -40,7 +40,7 @@ class Booster:
         unless told otherwise.
       history: {"<set>:<metric>": f32[T]}: validation scores after each round, or None.
       encoder: maps raw X (N, F) to the columns the trees split on when the model has
-        categorical features (``jaxgbt.categorical``), else None; ``feature`` then
+        categorical features (``jaxgbt.data.categorical``), else None; ``feature`` then
         indexes its output, of width ``n_split_features``.
     """
 
@@ -64,7 +64,7 @@ class Booster:
 
     @property
     def depth(self) -> int:
-        from jaxgbt.tree import depth_of
+        from jaxgbt.core.tree import depth_of
 
         return depth_of(self.feature.shape[-1], self.grow_policy)
 
@@ -78,7 +78,7 @@ class Booster:
         return self.n_features if self.encoder is None else self.encoder.n_encoded
 
     def _check_X(self, X) -> jax.Array:
-        from jaxgbt._validation import check_predict_X, is_traced
+        from jaxgbt.data.validation import check_predict_X, is_traced
 
         if self.encoder is not None:
             # A jax array holds codes already (``encoder.to_codes``), so jit works;
@@ -164,8 +164,8 @@ class Booster:
         return jax.tree.map(lambda a: a[index], self)
 
     def save(self, path) -> None:
-        """Writes the model to ``path`` (see ``jaxgbt.io`` for the format)."""
-        from jaxgbt.io import save
+        """Writes the model to ``path`` (see ``jaxgbt.io.model_format`` for the format)."""
+        from jaxgbt.io.model_format import save
 
         save(self, path)
 

@@ -1,4 +1,4 @@
-"""jaxgbt._batching.one_model_at_a_time: vmap maps over models on CPU, batches elsewhere."""
+"""jaxgbt.engine.batching.one_model_at_a_time: vmap maps over models on CPU, batches elsewhere."""
 
 import jax
 import jax.numpy as jnp
@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from numpy.testing import assert_allclose
 
-from jaxgbt._batching import one_model_at_a_time
+from jaxgbt.engine.batching import one_model_at_a_time
 
 
 def _member(shared, x, pair, nothing):

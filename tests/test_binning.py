@@ -1,11 +1,11 @@
-"""jaxgbt.binning against the NumPy reference and hand-computed cut points."""
+"""jaxgbt.data.binning against the NumPy reference and hand-computed cut points."""
 
 import numpy as np
 import pytest
 import reference
 from numpy.testing import assert_array_equal
 
-from jaxgbt.binning import apply_bins, compute_thresholds
+from jaxgbt.data.binning import apply_bins, compute_thresholds
 
 N_BINS = 16
 
@@ -112,7 +112,7 @@ def test_apply_bins_first_bin_with_x_at_most_threshold():
 
 def test_apply_bins_in_blocks_of_rows_and_features(monkeypatch):
     # Blocks that split the rows (the last one short) and the features (5 = 2 + 2 + 1).
-    import jaxgbt.binning as binning
+    import jaxgbt.data.binning as binning
 
     monkeypatch.setattr(binning, "_ROWS_PER_TASK", 7)
     monkeypatch.setattr(binning, "_FEATURES_PER_TASK", 2)

@@ -1,4 +1,4 @@
-"""Categorical features (``jaxgbt.categorical``): ordered target statistics without
+"""Categorical features (``jaxgbt.data.categorical``): ordered target statistics without
 leakage, one-hot columns, unseen and missing categories, pandas and string labels, the
 saved encoder and its loader checks, and (slow) adult against CatBoost."""
 
@@ -16,9 +16,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import jaxgbt
-from jaxgbt import categorical
+from jaxgbt.data import categorical
 from jaxgbt.io import ModelFormatError
-from jaxgbt.metrics import logloss
+from jaxgbt.evaluation.metrics import logloss
 
 pd = pytest.importorskip("pandas")
 

@@ -4,7 +4,7 @@ import pytest
 from conftest import SMALL
 
 import jaxgbt
-from jaxgbt.constraints import enforce_monotone
+from jaxgbt.core.constraints import enforce_monotone
 
 
 def _violations(model, X, feature, direction, rng, n_pairs=10_000):

@@ -16,9 +16,9 @@ from test_tree import CASES, DEPTH, N_BINS, _binned_problem, _features, _split_p
 from test_tree import _assert_same_tree as assert_same_tree
 
 import jaxgbt
-from jaxgbt import sampling
-from jaxgbt.binning import apply_bins, compute_thresholds
-from jaxgbt.tree import grow_depthwise_tree
+from jaxgbt.core import sampling
+from jaxgbt.data.binning import apply_bins, compute_thresholds
+from jaxgbt.core.tree import grow_depthwise_tree
 
 _grow = jax.jit(grow_depthwise_tree, static_argnames=("depth", "n_bins", "axis_name"))
 DEPTHWISE = dict(SMALL, grow_policy="depthwise")
@@ -126,7 +126,7 @@ def test_save_load_and_export_keep_the_layout(fitted, tmp_path):
     assert loaded.grow_policy == "depthwise" and loaded.feature.shape == model.feature.shape
     assert_array_equal(np.asarray(loaded.predict_raw(X)), np.asarray(model.predict_raw(X)))
     exported = jaxgbt.export(model, tmp_path / "m.stablehlo")
-    from jaxgbt.export import load_exported
+    from jaxgbt.io.export import load_exported
 
     # A shape-polymorphic program may sum the trees in another order: equal to 1 ulp.
     assert_allclose(np.asarray(load_exported(exported).call(jnp.asarray(X))),

@@ -11,7 +11,7 @@ import pytest
 from conftest import SMALL, make_binary
 
 import jaxgbt
-from jaxgbt.export import load_exported
+from jaxgbt.io.export import load_exported
 
 # Runs in a fresh interpreter: imports jax and numpy only, then checks jaxgbt never loaded.
 _FRESH_PROCESS = textwrap.dedent("""

@@ -7,7 +7,7 @@ import pytest
 from conftest import make_regression
 
 import jaxgbt
-from jaxgbt import sampling
+from jaxgbt.core import sampling
 from jaxgbt.forest import bootstrap_counts
 
 FOREST = dict(n_trees=6, depth=4, n_bins=16)
@@ -30,7 +30,7 @@ def _tree(model, t):
 
 
 def _manual_counts(seed, n_rows):
-    """Tree seed's bootstrap, drawn as fit's round 0 draws it (jaxgbt.sampling)."""
+    """Tree seed's bootstrap, drawn as fit's round 0 draws it (jaxgbt.core.sampling)."""
     one = jnp.float32(1.0)
     params = sampling.SamplingParams(key=jax.random.PRNGKey(int(seed)), subsample=one,
                                      colsample_bytree=one, colsample_bylevel=one,

@@ -1,4 +1,4 @@
-"""jaxgbt.histogram.build_histogram against the NumPy reference."""
+"""jaxgbt.core.histogram.build_histogram against the NumPy reference."""
 
 import jax
 import jax.numpy as jnp
@@ -7,7 +7,7 @@ import pytest
 import reference
 from numpy.testing import assert_allclose, assert_array_equal
 
-from jaxgbt.histogram import build_histogram
+from jaxgbt.core.histogram import build_histogram
 
 N_ROWS, N_FEATURES, N_BINS, N_NODES = 300, 5, 16, 4
 
@@ -94,7 +94,7 @@ def test_histogram_over_row_blocks_matches_reference(monkeypatch, features_in_st
     # 251 rows: four of 64 (not 63), the last starting 5 rows early. With
     # features_in_steps, the 5 features go in steps of 2 (the last starting a feature
     # early), as large data does on 2 cores.
-    import jaxgbt.histogram as histogram
+    import jaxgbt.core.histogram as histogram
 
     monkeypatch.setattr(histogram, "CPU_ROWS_PER_BLOCK", 64)
     monkeypatch.setattr(jax, "default_backend", lambda: "cpu")

@@ -4,8 +4,8 @@ import pytest
 from conftest import SMALL, make_binary, make_regression
 
 import jaxgbt
-from jaxgbt.boosting import _compiled_chunk
-from jaxgbt.many import fold_ids, n_members
+from jaxgbt.engine.boosting import _compiled_chunk
+from jaxgbt.sweeps import fold_ids, n_members
 
 N_ROWS = make_regression()[0].shape[0]
 SWEEP = {"learning_rate": [0.1, 0.3, 0.5], "l2": [0.5, 1.0, 4.0], "seed": [0, 1, 2],

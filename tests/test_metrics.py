@@ -12,7 +12,7 @@ import pytest
 from sklearn import metrics as skm
 
 from jaxgbt import metrics
-from jaxgbt.metrics import QueryLayout, query_layout
+from jaxgbt.evaluation.metrics import QueryLayout, query_layout
 
 N = 300  # one row count for most tests, so op-by-op dispatch reuses its compiled kernels
 RTOL = 1e-5

@@ -12,15 +12,15 @@ from conftest import N_FEATURES, SMALL, make_regression
 
 import jaxgbt
 from jaxgbt import objectives
-from jaxgbt._derivatives import (
+from jaxgbt.objectives.derivatives import (
     grad_hess,
     group_derivatives,
     loss_values,
     newton_constant,
     row_derivatives,
 )
-from jaxgbt._validation import check_y
-from jaxgbt.leaves import quantile_leaves
+from jaxgbt.data.validation import check_y
+from jaxgbt.core.leaves import quantile_leaves
 from jaxgbt.objectives import logistic, resolve, squared_error
 
 CLOSED_FORMS = {

@@ -2,7 +2,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxgbt._order import from_order_key, kth_largest, order_key
+from jaxgbt.core.order import from_order_key, kth_largest, order_key
 
 
 def test_order_key_orders_floats_as_their_values():

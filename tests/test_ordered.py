@@ -1,4 +1,4 @@
-"""Ordered boosting (``boosting="ordered"``, jaxgbt.ordered) against a float64 NumPy
+"""Ordered boosting (``boosting="ordered"``, jaxgbt.core.ordered) against a float64 NumPy
 reference, and its contract: an ordinary Booster, reproducible from the seed, plain
 boosting unchanged, and clear errors for what it does not support."""
 
@@ -12,13 +12,13 @@ import pytest
 import reference
 
 import jaxgbt
-from jaxgbt.binning import apply_bins, compute_thresholds
-from jaxgbt.boosting import BoostParams, TrainData, train
-from jaxgbt.config import BoostConfig
+from jaxgbt.data.binning import apply_bins, compute_thresholds
+from jaxgbt.engine.boosting import BoostParams, TrainData, train
+from jaxgbt.core.config import BoostConfig
 from jaxgbt.objectives import resolve
-from jaxgbt.ordered import leaf_prefix_sums, prefix_leaf_values, row_order
-from jaxgbt.sampling import SamplingParams, round_keys, row_multiplier
-from jaxgbt.split import SplitParams
+from jaxgbt.core.ordered import leaf_prefix_sums, prefix_leaf_values, row_order
+from jaxgbt.core.sampling import SamplingParams, round_keys, row_multiplier
+from jaxgbt.core.split import SplitParams
 
 N_ROWS, N_FEATURES, DEPTH, N_BINS = 300, 5, 3, 16
 ORDERED = dict(n_trees=20, depth=DEPTH, n_bins=N_BINS, learning_rate=0.3, boosting="ordered")

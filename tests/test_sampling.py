@@ -5,8 +5,7 @@ import pytest
 from conftest import SMALL, make_regression
 
 import jaxgbt
-from jaxgbt import sampling
-
+from jaxgbt.core import sampling
 FIELDS = ("feature", "threshold", "default_left", "leaf_value", "base_score")
 
 

@@ -1,4 +1,4 @@
-"""jaxgbt.split: level gains and the best split against the NumPy reference and by hand."""
+"""jaxgbt.core.split: level gains and the best split against the NumPy reference and by hand."""
 
 import jax
 import jax.numpy as jnp
@@ -7,7 +7,7 @@ import pytest
 import reference
 from numpy.testing import assert_allclose
 
-from jaxgbt.split import SplitParams, best_level_split, level_gains, prefix_sums
+from jaxgbt.core.split import SplitParams, best_level_split, level_gains, prefix_sums
 
 N_ROWS, N_FEATURES, N_BINS, N_NODES = 300, 5, 16, 4
 

@@ -1,11 +1,11 @@
-"""jaxgbt._transfer: host arrays onto the device with one copy, never shared with the caller."""
+"""jaxgbt.data.transfer: host arrays onto the device with one copy, never shared with the caller."""
 
 import jax
 import numpy as np
 import pytest
 from numpy.testing import assert_array_equal
 
-from jaxgbt._transfer import aligned_copy, aligned_empty, to_device
+from jaxgbt.data.transfer import aligned_copy, aligned_empty, to_device
 
 
 @pytest.mark.parametrize("shape", [(0, 3), (7,), (5, 3), (40_000, 30)])

@@ -1,4 +1,4 @@
-"""jaxgbt.tree.grow_tree and a fitted model's predictions against the NumPy reference."""
+"""jaxgbt.core.tree.grow_tree and a fitted model's predictions against the NumPy reference."""
 
 import jax
 import jax.numpy as jnp
@@ -8,9 +8,9 @@ import reference
 from numpy.testing import assert_allclose, assert_array_equal
 
 import jaxgbt
-from jaxgbt.binning import apply_bins, compute_thresholds
-from jaxgbt.split import SplitParams
-from jaxgbt.tree import grow_tree
+from jaxgbt.data.binning import apply_bins, compute_thresholds
+from jaxgbt.core.split import SplitParams
+from jaxgbt.core.tree import grow_tree
 
 N_ROWS, N_FEATURES, N_BINS, DEPTH = 300, 5, 16, 3
 

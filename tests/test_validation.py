@@ -122,7 +122,7 @@ def test_fit_leaves_the_callers_X_as_it_was(dtype):
 
 
 def test_check_X_returns_a_read_only_array():
-    from jaxgbt._validation import check_X
+    from jaxgbt.data.validation import check_X
 
     X = X_OK.copy()
     checked = check_X(X)

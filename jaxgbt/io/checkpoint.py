@@ -10,13 +10,13 @@ A checkpoint carries a fingerprint (SHA-256) of everything that decides the mode
 binned data, labels, weights, starting margin, hyperparameters and static settings.
 Resuming with anything different is refused rather than silently mixing two fits.
 
-Format ``jaxgbt.checkpoint`` version 1: a zip like a model file (see ``jaxgbt.io``),
+Format ``jaxgbt.io.checkpoint`` version 1: a zip like a model file (see ``jaxgbt.io.model_format``),
 with header fields ``fingerprint``, ``rounds_done``, ``n_rows``, ``depth``, ``splits``
 (per tree: D oblivious, 2**D - 1 depthwise), ``n_outputs`` and one .npy per array: the
 bin-space trees (``feature``, ``split_bin``, ``default_left``, ``gain``, ``leaf_value``),
 ``raw`` f32[N, K] and ``bad_rows``. A checkpoint of ordered boosting also has the
 header field ``ordered: true`` and the array ``raw_ordered`` f32[N, K] (the ordered
-margins, see ``jaxgbt.ordered``); the fingerprint then includes the boosting mode.
+margins, see ``jaxgbt.core.ordered``); the fingerprint then includes the boosting mode.
 """
 
 import hashlib
@@ -26,9 +26,9 @@ import zipfile
 import jax.numpy as jnp
 import numpy as np
 
-from jaxgbt._dtypes import MAX_DEPTH
-from jaxgbt.boosting import Progress
-from jaxgbt.io import (
+from jaxgbt.core.dtypes import MAX_DEPTH
+from jaxgbt.engine.boosting import Progress
+from jaxgbt.io.model_format import (
     MAX_OUTPUTS,
     MAX_TREES,
     ModelFormatError,
@@ -37,9 +37,9 @@ from jaxgbt.io import (
     read_header,
     write_archive,
 )
-from jaxgbt.tree import BinnedTree
+from jaxgbt.core.tree import BinnedTree
 
-FORMAT = "jaxgbt.checkpoint"
+FORMAT = "jaxgbt.io.checkpoint"
 VERSION = 1
 _WHAT = "jaxgbt checkpoint"
 _MAX_ROWS = 1 << 34

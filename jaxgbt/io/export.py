@@ -25,7 +25,7 @@ from pathlib import Path
 import jax
 import jax.numpy as jnp
 
-from jaxgbt.io import write_atomically
+from jaxgbt.io.model_format import write_atomically
 from jaxgbt.model import Booster
 
 FORMAT = "jaxgbt.exported"

@@ -12,8 +12,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from jaxgbt._dtypes import BIN_DTYPE, FLOAT_DTYPE
-from jaxgbt._transfer import aligned_empty
+from jaxgbt.core.dtypes import BIN_DTYPE, FLOAT_DTYPE
+from jaxgbt.data.transfer import aligned_empty
 
 # Cut points are found on at most this many rows (LightGBM's bin_construct_sample_cnt
 # is the same size); binning itself then uses every row.

@@ -13,8 +13,8 @@ Once a tree's structure is grown, its leaves can be set by a better model of the
 import jax
 import jax.numpy as jnp
 
-from jaxgbt._order import from_unsigned_order_key, unsigned_order_key
-from jaxgbt.split import MIN_DENOMINATOR, SplitParams, soft_threshold
+from jaxgbt.core.order import from_unsigned_order_key, unsigned_order_key
+from jaxgbt.core.split import MIN_DENOMINATOR, SplitParams, soft_threshold
 
 
 def newton_full(G: jax.Array, H: jax.Array, params: SplitParams) -> jax.Array:

@@ -42,7 +42,7 @@ class BoostConfig:
         (``sampling.sample_capacity``), or None to grow every tree on all rows.
       column_sampling: whether features are drawn per tree/level.
       grow_policy: "oblivious" (one split per level) or "depthwise" (one per node).
-      ordered: ordered boosting (``jaxgbt.ordered``): gradients at margins that only
+      ordered: ordered boosting (``jaxgbt.core.ordered``): gradients at margins that only
         used the rows before each row in a random order; the rounds carry both margins.
     """
 

@@ -16,8 +16,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxgbt import metrics as metrics_module
-from jaxgbt.tree import BinnedTree, leaf_from_bins
+from jaxgbt.evaluation import metrics as metrics_module
+from jaxgbt.core.tree import BinnedTree, leaf_from_bins
 
 log = logging.getLogger("jaxgbt")
 

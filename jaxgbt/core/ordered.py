@@ -28,11 +28,11 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from jaxgbt._derivatives import row_derivatives
-from jaxgbt.config import round_learning_rate
-from jaxgbt.sampling import round_keys, sampled_weight, tree_feature_masks
-from jaxgbt.split import SplitParams, leaf_weight
-from jaxgbt.tree import BinnedTree, constrain_leaves, grow
+from jaxgbt.objectives.derivatives import row_derivatives
+from jaxgbt.core.config import round_learning_rate
+from jaxgbt.core.sampling import round_keys, sampled_weight, tree_feature_masks
+from jaxgbt.core.split import SplitParams, leaf_weight
+from jaxgbt.core.tree import BinnedTree, constrain_leaves, grow
 
 BOOSTING_TYPES = ("plain", "ordered")
 

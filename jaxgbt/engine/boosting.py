@@ -17,22 +17,22 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from jaxgbt._batching import one_model_at_a_time
-from jaxgbt._derivatives import Derivatives, group_derivatives, row_derivatives
-from jaxgbt._dtypes import BIN_DTYPE
-from jaxgbt._validation import is_traced
-from jaxgbt.config import BoostConfig, round_learning_rate
-from jaxgbt.leaves import newton_full, quantile_leaves
-from jaxgbt.ordered import OrderedMargins, ordered_round
-from jaxgbt.sampling import (
+from jaxgbt.engine.batching import one_model_at_a_time
+from jaxgbt.objectives.derivatives import Derivatives, group_derivatives, row_derivatives
+from jaxgbt.core.dtypes import BIN_DTYPE
+from jaxgbt.data.validation import is_traced
+from jaxgbt.core.config import BoostConfig, round_learning_rate
+from jaxgbt.core.leaves import newton_full, quantile_leaves
+from jaxgbt.core.ordered import OrderedMargins, ordered_round
+from jaxgbt.core.sampling import (
     SamplingParams,
     drawn_rows,
     round_keys,
     sampled_weight,
     tree_feature_masks,
 )
-from jaxgbt.split import SplitParams
-from jaxgbt.tree import BinnedTree, constrain_leaves, grow, leaf_from_bins, n_splits
+from jaxgbt.core.split import SplitParams
+from jaxgbt.core.tree import BinnedTree, constrain_leaves, grow, leaf_from_bins, n_splits
 
 
 class BoostParams(NamedTuple):
@@ -54,7 +54,7 @@ class Progress(NamedTuple):
       raw: f32[N, K], the training margins after those rounds.
       bad_rows: i32[rounds done], rows whose g or h was NaN/inf in each round.
       raw_ordered: f32[N, K], the ordered margins of ordered boosting (see
-        ``jaxgbt.ordered``), else None.
+        ``jaxgbt.core.ordered``), else None.
     """
 
     trees: BinnedTree

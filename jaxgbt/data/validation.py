@@ -14,7 +14,7 @@ try:  # the public name; kept importable across JAX releases
 except ImportError:  # pragma: no cover - a JAX without jax.core.Tracer
     from jax._src.core import Tracer as _Tracer
 
-from jaxgbt._dtypes import FLOAT_DTYPE, MAX_BINS, MAX_DEPTH, MIN_BINS
+from jaxgbt.core.dtypes import FLOAT_DTYPE, MAX_BINS, MAX_DEPTH, MIN_BINS
 
 
 def is_traced(value) -> bool:

@@ -8,23 +8,23 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxgbt import _validation as check
-from jaxgbt import categorical
-from jaxgbt import metrics as metrics_module
-from jaxgbt._derivatives import CURVATURES, newton_constant
-from jaxgbt.binning import apply_bins, compute_thresholds
-from jaxgbt.boosting import BoostParams, TrainData, compile_ahead, compiled_derivatives, train
-from jaxgbt.checkpoint import fingerprint, load_checkpoint, save_checkpoint
-from jaxgbt.config import ROW_AXIS, BoostConfig
-from jaxgbt.constraints import interaction_sets
-from jaxgbt.evaluation import EvalSet, Evaluator, resolve_metrics
+from jaxgbt.data import validation as check
+from jaxgbt.data import categorical
+from jaxgbt.evaluation import metrics as metrics_module
+from jaxgbt.objectives.derivatives import CURVATURES, newton_constant
+from jaxgbt.data.binning import apply_bins, compute_thresholds
+from jaxgbt.engine.boosting import BoostParams, TrainData, compile_ahead, compiled_derivatives, train
+from jaxgbt.io.checkpoint import fingerprint, load_checkpoint, save_checkpoint
+from jaxgbt.core.config import ROW_AXIS, BoostConfig
+from jaxgbt.core.constraints import interaction_sets
+from jaxgbt.evaluation.evaluator import EvalSet, Evaluator, resolve_metrics
 from jaxgbt.model import Booster
 from jaxgbt.objectives import Link, Loss, Objective, resolve
-from jaxgbt.ordered import BOOSTING_TYPES, compiled_row_order
-from jaxgbt.resources import check_fit_memory, release_free_heap
-from jaxgbt.sampling import SamplingParams, sample_capacity
-from jaxgbt.split import SplitParams
-from jaxgbt.tree import GROW_POLICIES
+from jaxgbt.core.ordered import BOOSTING_TYPES, compiled_row_order
+from jaxgbt.engine.resources import check_fit_memory, release_free_heap
+from jaxgbt.core.sampling import SamplingParams, sample_capacity
+from jaxgbt.core.split import SplitParams
+from jaxgbt.core.tree import GROW_POLICIES
 
 
 def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int = 6,
@@ -74,7 +74,7 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
         order drawn from ``seed``, which removes the optimistic bias of gradients on rows
         the model has already fitted; a tree costs about 1.5 times as much at 50,000
         rows). Per-row losses with Newton leaves on one device only; see
-        ``jaxgbt.ordered`` and docs/training.md.
+        ``jaxgbt.core.ordered`` and docs/training.md.
       n_outputs: K for a vector-output loss, whose ``f_i`` then has shape (K,)
         (built-in vector objectives infer it from y).
       link: inverse link for a custom loss, applied by ``predict``.
@@ -84,7 +84,7 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
       hessian_floor: per-row curvature is at least this (>= 0).
       group: query id per row for ranking losses, shape (N,); a query's rows must be
         contiguous.
-      subsample: row sampling rate per round, in (0, 1] (see ``jaxgbt.sampling``).
+      subsample: row sampling rate per round, in (0, 1] (see ``jaxgbt.core.sampling``).
       sampling: how rows are sampled: "bernoulli" (keep each row with probability
         ``subsample``), "poisson" (bootstrap counts with mean ``subsample``) or "goss"
         (gradient-based one-side sampling with ``goss_top_rate``/``goss_other_rate``).
@@ -96,19 +96,19 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
         node may split on, drawn per node, in (0, 1].
       monotone_constraints: per feature +1 (non-decreasing), -1 (non-increasing) or 0,
         as a sequence of length F or a dict {feature index: direction}; predictions are
-        then monotone in those features for any input (see ``jaxgbt.constraints``).
+        then monotone in those features for any input (see ``jaxgbt.core.constraints``).
       interaction_constraints: lists of feature indices allowed in one tree together;
         a feature in no list appears only alone.
       categorical_features: None or "auto" (a DataFrame's ``category`` columns), or a
         list of column indices or DataFrame column names that are categorical (the
-        ``category`` columns are always). See ``jaxgbt.categorical``.
+        ``category`` columns are always). See ``jaxgbt.data.categorical``.
       one_hot_max_size: a categorical column with at most this many categories (missing
         counted as one) becomes one 0/1 column per category; a larger one becomes
         ordered target statistics.
       eval_set: validation sets, a list of ``(X, y)``, ``(X, y, sample_weight)`` or dicts
         with keys X, y and optionally sample_weight, group, name. Each is scored after
         every round; the model's ``history`` holds the scores.
-      eval_metric: a metric name (``jaxgbt.metrics.get``), a function, or a list of them;
+      eval_metric: a metric name (``jaxgbt.evaluation.metrics.get``), a function, or a list of them;
         default: the objective's usual metric (its own loss for a custom loss).
       early_stopping_rounds: stop when the first metric on the last eval set has not
         improved for this many rounds; ``predict`` then uses the best round.
@@ -123,7 +123,7 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
         list of devices; rows are split over them and histograms summed.
       checkpoint_path: a file to save progress to every ``checkpoint_every`` rounds;
         if it already holds a checkpoint of this same fit, training resumes from it
-        (see ``jaxgbt.checkpoint``).
+        (see ``jaxgbt.io.checkpoint``).
       checkpoint_every: rounds between checkpoints (saved at the end of a compiled
         chunk of 16 rounds).
 
@@ -173,7 +173,7 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
                          "sorted residuals); fit it on one device.")
     ordered = _ordered(boosting, objective, kind, curvature, mesh)
     # Sampled rounds grow their trees on the drawn rows alone when their number has a
-    # bound known now (jaxgbt.sampling); on one device, outside ordered boosting.
+    # bound known now (jaxgbt.core.sampling); on one device, outside ordered boosting.
     capacity = (None if ordered or mesh is not None
                 else sample_capacity(row_sampling, subsample, X.shape[0]))
     check_fit_memory(X.shape[0], X.shape[1], n_bins, depth, n_outputs,
@@ -454,7 +454,7 @@ def _outputs(objective: Objective, y, n_outputs, kind: str) -> tuple[int, bool]:
 
 
 def _ordered(boosting: str, objective: Objective, kind: str, curvature: str, mesh) -> bool:
-    """Whether to boost in order (``jaxgbt.ordered``); refuses what it does not support."""
+    """Whether to boost in order (``jaxgbt.core.ordered``); refuses what it does not support."""
     if boosting != "ordered":
         return False
     if mesh is not None:

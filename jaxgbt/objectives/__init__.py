@@ -44,7 +44,7 @@ class Objective(NamedTuple):
         Hessian of one row (``fisher(y_i, f_i)``), or for group/data-set losses a
         closed-form Hessian diagonal (``fisher(y_q, f_q, mask_q) -> f32[M]``).
       leaf_quantile: when set, leaves are refreshed to this weighted quantile of the
-        residuals y - f (absolute error, quantile), see ``jaxgbt.leaves``.
+        residuals y - f (absolute error, quantile), see ``jaxgbt.core.leaves``.
       n_outputs: ``n_outputs(y) -> K`` for vector-output objectives, else None.
       kind: "row", "group" or "dataset".
       y_allows_inf: labels may be +inf (right-censored AFT upper bounds).

@@ -14,8 +14,8 @@ from typing import NamedTuple
 
 import jax
 
-from jaxgbt._dtypes import BIN_DTYPE, FLOAT_DTYPE
-from jaxgbt.ordered import block_size
+from jaxgbt.core.dtypes import BIN_DTYPE, FLOAT_DTYPE
+from jaxgbt.core.ordered import block_size
 
 # Temporaries of one level's split search, in units of the histogram itself: the
 # per-feature outputs and their stack, the cumulative sums, and the left and right
@@ -26,7 +26,7 @@ _HISTOGRAM_COPIES = 8
 # the weighted (g, h) pair; plus i32 node ids and the label and weight.
 _ROW_FLOATS_PER_OUTPUT = 6
 _ROW_FLOATS = 4
-# Ordered boosting (``jaxgbt.ordered``) adds per row and output: the ordered margins in
+# Ordered boosting (``jaxgbt.core.ordered``) adds per row and output: the ordered margins in
 # and out, g and h at the second margins, and the (g, h) pairs in sigma's order with
 # their running sums; plus the i32 order, leaf ids in that order and block ids, and a
 # row of the block mask (``ordered.block_size`` floats).

@@ -16,13 +16,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxgbt import _validation as check
-from jaxgbt._fit import fit
-from jaxgbt.evaluation import resolve_metrics
+from jaxgbt.data import validation as check
+from jaxgbt.fitting import fit
+from jaxgbt.evaluation.evaluator import resolve_metrics
 from jaxgbt.model import Booster
 from jaxgbt.objectives import Objective, resolve
-from jaxgbt.resources import available_bytes, estimate_fit_memory
-from jaxgbt.sampling import sample_capacity
+from jaxgbt.engine.resources import available_bytes, estimate_fit_memory
+from jaxgbt.core.sampling import sample_capacity
 
 # fit's arguments that are traced arrays, so they can differ between members.
 SWEEPABLE = ("learning_rate", "l2", "l1", "min_split_gain", "min_child_weight",

@@ -34,8 +34,8 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from jaxgbt._order import kth_largest
-from jaxgbt._validation import is_traced
+from jaxgbt.core.order import kth_largest
+from jaxgbt.data.validation import is_traced
 
 ROW_SAMPLING = ("none", "bernoulli", "poisson", "goss")
 

@@ -24,7 +24,7 @@ from jax import lax
 from jax.scipy.special import xlogy
 from jax.typing import ArrayLike
 
-from jaxgbt._order import order_key
+from jaxgbt.core.order import order_key
 
 Metric = Callable[..., jax.Array]
 
@@ -35,7 +35,7 @@ _MSG_TRACED_GROUP = """\
 {name}: `group` is a traced array, but the query layout (Q queries padded to G rows) sets
 array shapes, so it has to be built on the host. Build it once outside jit and pass it in:
 
-    layout = jaxgbt.metrics.query_layout(group_ids)      # numpy, on the host
+    layout = jaxgbt.evaluation.metrics.query_layout(group_ids)      # numpy, on the host
     jax.jit(metric)(y, pred, group=layout)              # traced, fixed shapes
 """
 

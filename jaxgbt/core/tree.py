@@ -20,9 +20,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxgbt.constraints import allowed_after, enforce_monotone, split_bounds
-from jaxgbt.histogram import build_histogram
-from jaxgbt.split import (
+from jaxgbt.core.constraints import allowed_after, enforce_monotone, split_bounds
+from jaxgbt.core.histogram import build_histogram
+from jaxgbt.core.split import (
     LevelSplit,
     SplitParams,
     best_level_split,
