@@ -1,4 +1,9 @@
-"""``fit``: validate -> bin -> train -> Booster, on the host, with one compiled loop."""
+"""``fit``: spec -> Dataset -> compiled loop -> Booster, on the host, top to bottom.
+
+The arguments are checked by ``jaxgbt.spec`` and the data read by ``data.Dataset``
+before anything is traced; the training program is compiled before the data is binned;
+``engine.boosting.train`` runs the rounds; the trees become a ``Booster``.
+"""
 
 import dataclasses
 import functools
@@ -8,23 +13,27 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxgbt.data import validation as check
+from jaxgbt import spec
+from jaxgbt.core.config import BoostConfig, Boosting, GrowPolicy
+from jaxgbt.core.ordered import compiled_row_order
 from jaxgbt.data import categorical
+from jaxgbt.data import validation as check
+from jaxgbt.data.binning import apply_bins
+from jaxgbt.data.dataset import Dataset, read_eval_set
+from jaxgbt.engine.boosting import (
+    BoostParams,
+    TrainData,
+    compile_ahead,
+    compiled_derivatives,
+    train,
+)
+from jaxgbt.engine.resources import check_fit_memory, release_free_heap
 from jaxgbt.evaluation import metrics as metrics_module
-from jaxgbt.objectives.derivatives import CURVATURES, newton_constant
-from jaxgbt.data.binning import apply_bins, compute_thresholds
-from jaxgbt.engine.boosting import BoostParams, TrainData, compile_ahead, compiled_derivatives, train
-from jaxgbt.io.checkpoint import fingerprint, load_checkpoint, save_checkpoint
-from jaxgbt.core.config import ROW_AXIS, BoostConfig
-from jaxgbt.core.constraints import interaction_sets
 from jaxgbt.evaluation.evaluator import EvalSet, Evaluator, resolve_metrics
+from jaxgbt.io.checkpoint import fingerprint, load_checkpoint, save_checkpoint
 from jaxgbt.model import Booster
 from jaxgbt.objectives import Link, Loss, Objective, resolve
-from jaxgbt.core.ordered import BOOSTING_TYPES, compiled_row_order
-from jaxgbt.engine.resources import check_fit_memory, release_free_heap
-from jaxgbt.core.sampling import SamplingParams, sample_capacity
-from jaxgbt.core.split import SplitParams
-from jaxgbt.core.tree import GROW_POLICIES
+from jaxgbt.objectives.derivatives import newton_constant
 
 
 def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int = 6,
@@ -136,109 +145,89 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
       FloatingPointError: the loss gave NaN or infinite gradients.
     """
     objective = resolve(loss, link)
-    kind = _kind(objective, group)
+    kind = spec.loss_kind(objective, group)
     check.check_params(n_trees, depth, n_bins)
-    check.check_choice(grow_policy, "grow_policy", GROW_POLICIES)
-    check.check_choice(boosting, "boosting", BOOSTING_TYPES)
-    X, declared = categorical.read(X, categorical_features)
-    X = check.check_X(X)
-    y = check.check_y(y, X.shape[0], objective)
-    n_outputs, vector_output = _outputs(objective, y, n_outputs, kind)
-    curvature = _curvature(objective, hessian, vector_output)
-    weight = (sample_weight if check.is_traced(sample_weight)
-              else check.check_sample_weight(sample_weight, X.shape[0]))
-    group_index, group_mask = _groups(kind, group, X.shape[0])
-    params = _params(learning_rate, l2, l1, min_split_gain, min_child_weight, hessian_floor,
-                     seed, subsample, goss_top_rate, goss_other_rate, colsample_bytree,
-                     colsample_bylevel, colsample_bynode)
-    encoder, X = _encode(declared, X, y, weight, objective, vector_output, n_outputs,
-                         one_hot_max_size, seed, init_model)
-    monotone_constraints, interaction_constraints = _encoded_constraints(
-        encoder, monotone_constraints, interaction_constraints)
-    row_sampling, column_sampling = _sampling_methods(sampling, subsample, colsample_bytree,
-                                                      colsample_bylevel, colsample_bynode,
-                                                      grow_policy)
-    params = params._replace(**_constraints(monotone_constraints, interaction_constraints,
-                                            X.shape[1]))
-    _check_loss_output(objective, y, n_outputs, vector_output, kind)
+    spec.check_mode(grow_policy, "grow_policy", GrowPolicy)
+    spec.check_mode(boosting, "boosting", Boosting)
+    data = Dataset.read(X, y, sample_weight=sample_weight, group=group,
+                        categorical_features=categorical_features, objective=objective,
+                        kind=kind)
+    n_outputs, vector_output = spec.outputs(objective, data.y, n_outputs, kind)
+    curvature = spec.curvature(objective, hessian, vector_output)
+    rates = dict(subsample=subsample, goss_top_rate=goss_top_rate,
+                 goss_other_rate=goss_other_rate, colsample_bytree=colsample_bytree,
+                 colsample_bylevel=colsample_bylevel, colsample_bynode=colsample_bynode)
+    params = spec.boost_params(learning_rate, l2, l1, min_split_gain, min_child_weight,
+                               hessian_floor, seed, rates)
+    data = data.encoded(objective, vector_output, n_outputs, one_hot_max_size, seed, init_model)
+    monotone, interactions = spec.encoded_constraints(data.encoder, monotone_constraints,
+                                                      interaction_constraints)
+    row_sampling, column_sampling = spec.sampling_methods(
+        sampling, subsample, colsample_bytree, colsample_bylevel, colsample_bynode, grow_policy)
+    params = params._replace(**spec.constraints(monotone, interactions, data.X.shape[1]))
+    spec.check_loss_output(objective, data.y, n_outputs, vector_output, kind)
     if checkpoint_path is not None:
         check.check_int(checkpoint_every, "checkpoint_every", 1)
-        if any(check.is_traced(p) for p in jax.tree.leaves((params, weight, base_score))):
+        if any(check.is_traced(p) for p in jax.tree.leaves((params, data.weight, base_score))):
             raise ValueError("checkpoint_path cannot be used inside jax.vmap or jax.jit: a "
                              "checkpoint is written from the host. Fit without it there.")
-    mesh = _mesh(devices)
-    if mesh is not None and (kind != "row" or objective.leaf_quantile is not None):
-        raise ValueError(f"devices={devices!r}: loss {objective.name!r} needs all rows on one "
-                         "device (it couples rows across groups or refreshes leaves from "
-                         "sorted residuals); fit it on one device.")
-    ordered = _ordered(boosting, objective, kind, curvature, mesh)
-    # Sampled rounds grow their trees on the drawn rows alone when their number has a
-    # bound known now (jaxgbt.core.sampling); on one device, outside ordered boosting.
-    capacity = (None if ordered or mesh is not None
-                else sample_capacity(row_sampling, subsample, X.shape[0]))
-    check_fit_memory(X.shape[0], X.shape[1], n_bins, depth, n_outputs,
+    mesh = spec.mesh(devices)
+    spec.check_mesh(mesh, devices, objective, kind)
+    config = spec.build_config(
+        objective, depth=depth, n_bins=n_bins, n_outputs=n_outputs, vector_output=vector_output,
+        learning_rate=learning_rate, row_mesh=mesh, chosen_curvature=curvature, kind=kind,
+        row_sampling=row_sampling, column_sampling=column_sampling, subsample=subsample,
+        n_rows=data.n_rows, grow_policy=grow_policy,
+        is_ordered=spec.ordered(boosting, objective, kind, curvature, mesh))
+    check_fit_memory(data.n_rows, data.X.shape[1], n_bins, depth, n_outputs,
                      [jax.devices()[0]] if mesh is None else list(mesh.devices.flat),
-                     ordered=ordered, gathered_rows=capacity)
+                     ordered=config.ordered, gathered_rows=config.sample_capacity)
 
-    data = TrainData(bins=None, y=jax.tree.map(jnp.asarray, y), weight=jnp.asarray(weight),
-                     group_index=group_index, group_mask=group_mask)
-    if ordered:  # one random order of the rows for the whole fit, from the seed
-        data = data._replace(order=compiled_row_order(params.sampling.key, n_rows=X.shape[0]))
-    config = BoostConfig(loss=objective.loss, depth=depth, n_bins=n_bins, n_outputs=n_outputs,
-                         vector_output=vector_output,
-                         learning_rate_schedule=learning_rate if callable(learning_rate) else None,
-                         axis_name=None if mesh is None else ROW_AXIS, curvature=curvature,
-                         fisher=objective.fisher, grouped=kind != "row",
-                         leaf_quantile=objective.leaf_quantile, row_sampling=row_sampling,
-                         sample_capacity=capacity,
-                         column_sampling=column_sampling, grow_policy=grow_policy,
-                         ordered=ordered)
+    train_data = TrainData(bins=None, y=jax.tree.map(jnp.asarray, data.y),
+                           weight=jnp.asarray(data.weight), group_index=data.group_index,
+                           group_mask=data.group_mask)
+    if config.ordered:  # one random order of the rows for the whole fit, from the seed
+        train_data = train_data._replace(
+            order=compiled_row_order(params.sampling.key, n_rows=data.n_rows))
     if init_model is None:
-        start = _base_score(objective, base_score, data, config, params)
+        start = _base_score(objective, base_score, train_data, config, params)
         start_raw, round_offset = None, 0
     else:
-        start, start_raw, round_offset = _warm_start(init_model, base_score, X, config)
-    traced = any(check.is_traced(p) for p in jax.tree.leaves((params, weight, start)))
+        start, start_raw, round_offset = _warm_start(init_model, base_score, data.X, config)
+    traced = any(check.is_traced(p) for p in jax.tree.leaves((params, data.weight, start)))
     # The training program is compiled before the data is binned, and the memory freed
     # on the way handed back: the first fit's peak is then the larger of compilation's
     # and training's, not their sum (docs/benchmarks.md, peak memory).
     release_free_heap()
-    if compile_ahead(config, params, data, start_raw, X.shape, mesh):
+    if compile_ahead(config, params, train_data, start_raw, data.X.shape, mesh):
         release_free_heap()
-
-    binning_weight = None if check.is_traced(weight) else weight
-    # A traced seed (vmap over seeds) cannot pick host rows: binning then uses seed 0.
-    binning_seed = 0 if check.is_traced(seed) else seed
-    thresholds = compute_thresholds(X, n_bins, binning_weight, binning_seed)
-    # device_put adopts the (aligned) binned matrix on CPU: no second copy of it.
-    data = data._replace(bins=jax.device_put(apply_bins(X, thresholds)))
+    thresholds, bins = data.binned(n_bins, seed)
+    train_data = train_data._replace(bins=bins)
     release_free_heap()  # the binning threads' sorted and transposed copies
     evaluator = _evaluator(eval_set, eval_metric, early_stopping_rounds, callbacks, verbose,
-                           traced, objective, config, X.shape[1], thresholds, start, kind,
-                           init_model, n_trees, encoder)
+                           traced, objective, config, data, thresholds, start, kind,
+                           init_model, n_trees)
     resume, on_chunk = None, (evaluator.after_chunk if evaluator.active else None)
     if checkpoint_path is not None:
-        key = fingerprint(data.bins, *jax.tree.leaves(y), weight, start, params, objective.name,
-                          group_index, config.depth, config.n_bins, config.n_outputs,
-                          config.vector_output, config.curvature, config.leaf_quantile,
-                          config.row_sampling, config.column_sampling, start_raw,
-                          round_offset, repr(config.learning_rate_schedule),
-                          config.grow_policy)
-        if config.ordered:  # plain fits keep the keys they had before ordered boosting
-            key = fingerprint(key, "boosting=ordered")
-        resume = load_checkpoint(checkpoint_path, key)
-        if resume is not None and resume.rounds_done > n_trees:
-            resume = None  # a longer fit's checkpoint: its first rounds are this fit's
-        save = _checkpointer(checkpoint_path, checkpoint_every, key,
-                             0 if resume is None else resume.rounds_done, n_trees)
-
-        def on_chunk(progress):
-            save(progress)
-            return evaluator.after_chunk(progress)
-    progress = train(config, params, data, start, n_trees, mesh, resume=resume,
+        resume, on_chunk = _checkpointing(checkpoint_path, checkpoint_every, evaluator,
+                                          train_data, params, start, objective, config,
+                                          start_raw, round_offset, n_trees)
+    progress = train(config, params, train_data, start, n_trees, mesh, resume=resume,
                      on_chunk=on_chunk, start_raw=start_raw, round_offset=round_offset)
-    trees = progress.trees
+    best_round = (None if early_stopping_rounds is None or evaluator.best is None
+                  else jnp.asarray(evaluator.best + round_offset, jnp.int32))
+    model = _booster(progress.trees, thresholds, start, objective, data, config, best_round,
+                     evaluator.history())
+    if init_model is not None:
+        model = _append(init_model, model)
+    if not check.is_traced(model.leaf_value):
+        _check_finite(model, np.asarray(progress.bad_rows), data.n_rows)
+    return model
 
+
+def _booster(trees, thresholds: np.ndarray, start, objective: Objective, data: Dataset,
+             config: BoostConfig, best_round, history) -> Booster:
+    """The Booster of the trained trees: split bins looked up as float thresholds."""
     # Split bins are at most B - 2, the last value bin, whose threshold is +inf. Looked up
     # on the host when the trees are concrete (eagerly, each op would compile, and
     # jnp.asarray of a host array compiles a copy for every new number of trees).
@@ -247,19 +236,37 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
     else:
         threshold = jax.device_put(np.asarray(thresholds)[np.asarray(trees.feature),
                                                           np.asarray(trees.split_bin)])
-    model = Booster(feature=trees.feature, threshold=threshold,
-                    default_left=trees.default_left, split_gain=trees.gain,
-                    leaf_value=trees.leaf_value, base_score=start, objective=objective,
-                    n_features=X.shape[1] if encoder is None else encoder.n_features,
-                    vector_output=vector_output, encoder=encoder, grow_policy=grow_policy,
-                    best_round=(None if early_stopping_rounds is None or evaluator.best is None
-                                else jnp.asarray(evaluator.best + round_offset, jnp.int32)),
-                    history=evaluator.history())
-    if init_model is not None:
-        model = _append(init_model, model)
-    if not check.is_traced(model.leaf_value):
-        _check_finite(model, np.asarray(progress.bad_rows), X.shape[0])
-    return model
+    return Booster(feature=trees.feature, threshold=threshold,
+                   default_left=trees.default_left, split_gain=trees.gain,
+                   leaf_value=trees.leaf_value, base_score=start, objective=objective,
+                   n_features=data.n_features, vector_output=config.vector_output,
+                   encoder=data.encoder, grow_policy=config.grow_policy,
+                   best_round=best_round, history=history)
+
+
+def _checkpointing(path, every: int, evaluator: Evaluator, data: TrainData, params, start,
+                   objective: Objective, config: BoostConfig, start_raw, round_offset: int,
+                   n_trees: int):
+    """(progress to resume from or None, the per-chunk callback that also saves)."""
+    key = fingerprint(data.bins, *jax.tree.leaves(data.y), data.weight, start, params,
+                      objective.name, data.group_index, config.depth, config.n_bins,
+                      config.n_outputs, config.vector_output, config.curvature,
+                      config.leaf_quantile, config.row_sampling, config.column_sampling,
+                      start_raw, round_offset, repr(config.learning_rate_schedule),
+                      config.grow_policy)
+    if config.ordered:  # plain fits keep the keys they had before ordered boosting
+        key = fingerprint(key, "boosting=ordered")
+    resume = load_checkpoint(path, key)
+    if resume is not None and resume.rounds_done > n_trees:
+        resume = None  # a longer fit's checkpoint: its first rounds are this fit's
+    save = _checkpointer(path, every, key, 0 if resume is None else resume.rounds_done,
+                         n_trees)
+
+    def on_chunk(progress):
+        save(progress)
+        return evaluator.after_chunk(progress)
+
+    return resume, on_chunk
 
 
 def _warm_start(init_model, base_score, X, config):
@@ -302,8 +309,8 @@ def _append(first: Booster, then: Booster) -> Booster:
 
 
 def _evaluator(eval_set, eval_metric, early_stopping_rounds, callbacks, verbose, traced,
-               objective, config, n_features, thresholds, start, kind, init_model,
-               n_trees, encoder=None) -> Evaluator:
+               objective, config, data: Dataset, thresholds, start, kind, init_model,
+               n_trees) -> Evaluator:
     """Validates and bins the validation sets; returns the per-chunk evaluator."""
     if early_stopping_rounds is not None:
         check.check_int(early_stopping_rounds, "early_stopping_rounds", 1)
@@ -320,42 +327,13 @@ def _evaluator(eval_set, eval_metric, early_stopping_rounds, callbacks, verbose,
         raise TypeError("callbacks must be functions taking an EvalState.")
     sets, starts = [], []
     for i, entry in enumerate(eval_set or []):
-        if isinstance(entry, dict):
-            unknown = set(entry) - {"X", "y", "sample_weight", "group", "name"}
-            if unknown or not {"X", "y"} <= set(entry):
-                raise ValueError(f"eval_set[{i}] must have keys X and y (and optionally "
-                                 f"sample_weight, group, name); got {sorted(entry)}.")
-            fields = entry
-        elif isinstance(entry, (tuple, list)) and len(entry) in (2, 3):
-            fields = dict(zip(("X", "y", "sample_weight"), entry, strict=False))
-        else:
-            raise TypeError(f"eval_set[{i}] must be (X, y), (X, y, sample_weight) or a dict; "
-                            f"got {type(entry).__name__}.")
-        name = str(fields.get("name", f"valid_{i}"))
-        X_val = (check.check_X(fields["X"], f"eval_set[{i}] X") if encoder is None
-                 else encoder.transform(fields["X"], f"eval_set[{i}] X"))
-        if X_val.shape[1] != n_features:
-            raise ValueError(f"eval_set[{i}] X has {X_val.shape[1]} features but X has "
-                             f"{n_features}; pass the same columns.")
-        y_val = check.check_y(fields["y"], X_val.shape[0], objective)
-        w_val = fields.get("sample_weight")
-        if check.is_traced(w_val):  # under vmap (jaxgbt.cv: one 0/1 mask per fold)
-            if w_val.shape != (X_val.shape[0],):
-                raise ValueError(f"eval_set[{i}] sample_weight has shape {w_val.shape}; it "
-                                 f"needs ({X_val.shape[0]},), one weight per row.")
-            if not traced:
-                raise ValueError(f"eval_set[{i}] sample_weight is traced but the fit is not: "
-                                 "vmap the training parameters or weights along with it.")
-        else:
-            w_val = check.check_sample_weight(w_val, X_val.shape[0])
-        layout = None
-        if kind == "group" or fields.get("group") is not None:
-            layout = metrics_module.query_layout(check.check_group(fields.get("group"),
-                                                                   X_val.shape[0]))
-        sets.append(EvalSet(name, jax.device_put(apply_bins(X_val, thresholds)),
-                            jax.tree.map(jnp.asarray, y_val), jnp.asarray(w_val), layout))
+        rows = read_eval_set(i, entry, encoder=data.encoder, n_features=data.X.shape[1],
+                             objective=objective, kind=kind, traced=traced)
+        layout = None if rows.group is None else metrics_module.query_layout(rows.group)
+        sets.append(EvalSet(rows.name, jax.device_put(apply_bins(rows.X, thresholds)),
+                            jax.tree.map(jnp.asarray, rows.y), jnp.asarray(rows.weight), layout))
         if init_model is not None:
-            raw = init_model.predict_raw(X_val, n_trees=init_model.n_trees)
+            raw = init_model.predict_raw(rows.X, n_trees=init_model.n_trees)
             starts.append(raw if config.vector_output else raw[:, None])
     metrics = resolve_metrics(eval_metric, objective, config.vector_output, kind != "row")
     if kind == "dataset" and metrics and any(getattr(m, "on_margin", False) for m in metrics):
@@ -377,236 +355,6 @@ def _checkpointer(path, every: int, key: str, start: int, n_trees: int):
             last_saved = done
 
     return on_chunk
-
-
-def _encode(declared, X: np.ndarray, y, weight, objective: Objective, vector_output: bool,
-            n_outputs: int, one_hot_max_size, seed, init_model):
-    """(Encoder or None, the matrix f32[N, F_enc] the trees split on)."""
-    categorical.check_one_hot_max_size(one_hot_max_size)
-    if init_model is not None and (declared is not None
-                                   or getattr(init_model, "encoder", None) is not None):
-        raise ValueError("init_model cannot continue a model with categorical features yet: "
-                         "their encoding is fitted to the data of one fit. Fit with more "
-                         "n_trees instead.")
-    if declared is None:
-        return None, X
-    targets, why = categorical.statistic_targets(y, objective, vector_output, n_outputs)
-    # A traced seed (vmap over seeds) cannot draw host permutations: they use seed 0.
-    return categorical.fit_encoder(declared, X, targets, why, weight, one_hot_max_size,
-                                   0 if check.is_traced(seed) else seed)
-
-
-def _encoded_constraints(encoder, monotone, interactions):
-    """Constraints on raw columns, restated on the encoded columns they become."""
-    if encoder is None:
-        return monotone, interactions
-    _constraints(monotone, interactions, encoder.n_features)  # checks the raw indices
-    if monotone is not None:
-        directions = (dict(monotone) if isinstance(monotone, dict)
-                      else dict(enumerate(np.asarray(monotone).tolist())))
-        bad = [j for j, d in directions.items()
-               if d != 0 and encoder.columns[j].kind != categorical.NUMERIC]
-        if bad:
-            raise ValueError(f"monotone_constraints: features {bad} are categorical, whose "
-                             "categories have no order; constrain only numeric features.")
-        monotone = {encoder.encoded_columns(j)[0]: d for j, d in directions.items() if d != 0}
-    if interactions is not None:
-        interactions = [sorted({c for j in group for c in encoder.encoded_columns(j)})
-                        for group in interactions]
-    return monotone, interactions
-
-
-def _kind(objective: Objective, group) -> str:
-    """"row", "group" or "dataset": how the loss sees rows."""
-    if objective.kind == "dataset":
-        if group is not None:
-            raise ValueError(f"group= does not apply to loss {objective.name!r}, which couples "
-                             "all rows; drop it.")
-        return "dataset"
-    if objective.kind == "group" or (group is not None and objective.name.startswith("custom:")):
-        if group is None:
-            raise ValueError(f"loss {objective.name!r} ranks rows within queries: pass group= "
-                             "(one query id per row).")
-        return "group"
-    if group is not None:
-        raise ValueError(f"group= is for ranking losses, but {objective.name!r} is a per-row "
-                         "loss; drop group= or use a ranking loss (lambdarank_ndcg, "
-                         "pairwise_logistic, listwise_softmax or your own loss(y_q, f_q, mask_q)).")
-    return "row"
-
-
-def _outputs(objective: Objective, y, n_outputs, kind: str) -> tuple[int, bool]:
-    """K and whether f_i is a vector."""
-    if n_outputs is not None:
-        n_outputs = check.check_int(n_outputs, "n_outputs", 1)
-    if objective.n_outputs is not None:
-        inferred = objective.n_outputs(y)
-        if n_outputs is not None and n_outputs != inferred:
-            raise ValueError(f"n_outputs={n_outputs} but loss {objective.name!r} reads "
-                             f"{inferred} outputs from y; drop n_outputs.")
-        if inferred < 2 and objective.name == "softmax":
-            raise ValueError("softmax needs at least 2 classes in y; got only class 0.")
-        return inferred, True
-    if n_outputs is not None and kind != "row":
-        raise ValueError(f"n_outputs applies to per-row losses; {objective.name!r} has one score "
-                         "per row.")
-    return (1, False) if n_outputs is None else (n_outputs, True)
-
-
-def _ordered(boosting: str, objective: Objective, kind: str, curvature: str, mesh) -> bool:
-    """Whether to boost in order (``jaxgbt.core.ordered``); refuses what it does not support."""
-    if boosting != "ordered":
-        return False
-    if mesh is not None:
-        raise ValueError("boosting='ordered' needs all rows on one device: each row's ordered "
-                         "margin sums the rows before it in one random order. Drop devices= "
-                         "or use boosting='plain'.")
-    if kind != "row":
-        raise ValueError(f"boosting='ordered' is for per-row losses; loss {objective.name!r} "
-                         "couples rows (queries or the whole data set), so a row's gradient "
-                         "cannot come from the rows before it alone. Use boosting='plain'.")
-    if objective.leaf_quantile is not None:
-        raise ValueError(f"boosting='ordered' needs Newton leaf values; loss {objective.name!r} "
-                         "sets its leaves to quantiles of the residuals. Use boosting='plain', "
-                         "or a smooth loss such as 'huber'.")
-    if curvature == "full":
-        raise ValueError("boosting='ordered' does not support hessian='full' (a K x K solve "
-                         "per row and round); use hessian='exact' or boosting='plain'.")
-    return True
-
-
-def _curvature(objective: Objective, hessian, vector_output: bool) -> str:
-    curvature = objective.curvature if hessian is None else hessian
-    if curvature not in CURVATURES:
-        raise ValueError(f"hessian={hessian!r}: use one of {', '.join(CURVATURES)}.")
-    if curvature == "full" and not vector_output:
-        raise ValueError("hessian='full' is for vector-output losses (n_outputs=K); a scalar "
-                         "loss's Hessian is already exact.")
-    if curvature == "fisher" and objective.fisher is None:
-        raise ValueError(f"hessian='fisher' needs the objective's expected Hessian, which "
-                         f"{objective.name!r} does not define; pass an Objective with fisher= "
-                         "or use 'exact' or 'constant'.")
-    return curvature
-
-
-def _groups(kind: str, group, n_rows: int):
-    """(index i32[Q, M], mask bool[Q, M]) of the rows of each group, or (None, None)."""
-    if kind == "row":
-        return None, None
-    if kind == "dataset":
-        return jnp.arange(n_rows, dtype=jnp.int32)[None], jnp.ones((1, n_rows), bool)
-    ids = check.check_group(group, n_rows)
-    starts = np.flatnonzero(np.r_[True, ids[1:] != ids[:-1]])
-    sizes = np.diff(np.r_[starts, n_rows])
-    positions = np.arange(n_rows) - np.repeat(starts, sizes)
-    index = np.zeros((starts.size, sizes.max()), np.int32)
-    mask = np.zeros(index.shape, bool)
-    query = np.repeat(np.arange(starts.size), sizes)
-    index[query, positions] = np.arange(n_rows)
-    mask[query, positions] = True
-    return jnp.asarray(index), jnp.asarray(mask)
-
-
-def _constraints(monotone, interactions, n_features: int) -> dict:
-    """Checked constraint arrays for BoostParams (absent ones stay None)."""
-    out = {}
-    if monotone is not None:
-        if isinstance(monotone, dict):
-            directions = np.zeros(n_features, np.int32)
-            for feature, direction in monotone.items():
-                check.check_int(feature, "monotone_constraints key", 0, n_features - 1)
-                directions[feature] = direction
-        else:
-            directions = np.asarray(monotone)
-            if directions.shape != (n_features,):
-                raise ValueError(f"monotone_constraints has {directions.size} entries but X has "
-                                 f"{n_features} features; give one of -1, 0, +1 per feature, or "
-                                 "a dict {feature index: direction}.")
-        if not np.isin(directions, (-1, 0, 1)).all():
-            raise ValueError("monotone_constraints must hold only -1, 0 and +1; got "
-                             f"{sorted(set(np.asarray(directions).tolist()))}.")
-        out["monotone"] = jnp.asarray(directions, jnp.int32)
-    if interactions is not None:
-        if isinstance(interactions, (str, bytes)) or not all(
-                isinstance(group, (list, tuple, set)) for group in interactions):
-            raise TypeError("interaction_constraints must be a list of lists of feature "
-                            "indices, e.g. [[0, 1], [2, 3, 4]].")
-        for group in interactions:
-            for feature in group:
-                check.check_int(feature, "interaction_constraints entry", 0, n_features - 1)
-        out["interaction_sets"] = interaction_sets(interactions, n_features)
-    return out
-
-
-def _sampling_methods(sampling, subsample, colsample_bytree, colsample_bylevel,
-                      colsample_bynode=1.0, grow_policy="oblivious"):
-    """The static row-sampling method and whether features are sampled."""
-    if sampling not in ("bernoulli", "poisson", "goss"):
-        raise ValueError(f"sampling={sampling!r}: use 'bernoulli', 'poisson' or 'goss'.")
-
-    def below_one(rate):
-        return check.is_traced(rate) or float(rate) < 1.0
-
-    if grow_policy == "oblivious" and below_one(colsample_bynode):
-        raise ValueError("colsample_bynode applies to grow_policy='depthwise': an oblivious "
-                         "level is one split shared by its nodes. Use colsample_bylevel, or "
-                         "grow_policy='depthwise'.")
-
-    if sampling == "bernoulli" and not below_one(subsample):
-        row_sampling = "none"
-    else:
-        row_sampling = sampling
-    return row_sampling, (below_one(colsample_bytree) or below_one(colsample_bylevel)
-                          or below_one(colsample_bynode))
-
-
-def _params(learning_rate, l2, l1, min_split_gain, min_child_weight, hessian_floor, seed,
-            subsample, goss_top_rate, goss_other_rate, colsample_bytree,
-            colsample_bylevel, colsample_bynode=1.0) -> BoostParams:
-    check.check_learning_rate(learning_rate)
-    rates = dict(subsample=subsample, goss_top_rate=goss_top_rate,
-                 goss_other_rate=goss_other_rate, colsample_bytree=colsample_bytree,
-                 colsample_bylevel=colsample_bylevel, colsample_bynode=colsample_bynode)
-    for name, rate in rates.items():
-        check.check_rate(rate, name)
-    if not check.is_traced(seed):
-        check.check_int(seed, "seed", 0, 2**32 - 1)
-    values = dict(l2=l2, l1=l1, min_split_gain=min_split_gain, min_child_weight=min_child_weight)
-    for name, value in {**values, "hessian_floor": hessian_floor}.items():
-        check.check_nonnegative(value, name)
-    as_f32 = {name: jnp.asarray(value, jnp.float32) for name, value in values.items()}
-    rate = jnp.asarray(0.0 if callable(learning_rate) else learning_rate, jnp.float32)
-    sampling = SamplingParams(key=jax.random.PRNGKey(seed),
-                              **{k: jnp.asarray(v, jnp.float32) for k, v in rates.items()})
-    return BoostParams(learning_rate=rate, split=SplitParams(**as_f32),
-                       hessian_floor=jnp.asarray(hessian_floor, jnp.float32), sampling=sampling)
-
-
-def _check_loss_output(objective: Objective, y, n_outputs: int, vector_output: bool,
-                       kind: str) -> None:
-    """The loss must map one row (y_i, f_i), or one group (y_q, f_q, mask_q), to a
-    scalar; checked by shapes alone."""
-    if kind == "row":
-        f_shape = (n_outputs,) if vector_output else ()
-        args = (jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape[1:], jnp.float32), y),
-                jax.ShapeDtypeStruct(f_shape, jnp.float32))
-        what = f"one row (f_i of shape {f_shape})"
-    else:
-        size = 4
-        args = (jax.tree.map(lambda a: jax.ShapeDtypeStruct((size,) + a.shape[1:], jnp.float32),
-                             y),
-                jax.ShapeDtypeStruct((size,), jnp.float32), jax.ShapeDtypeStruct((size,), bool))
-        what = "one group (y_q, f_q, mask_q)"
-    try:
-        out = jax.eval_shape(objective.loss, *args)
-    except Exception as error:  # noqa: BLE001 - re-raised with context
-        raise TypeError(f"loss {objective.name!r} failed on {what}: {error}") from error
-    if not hasattr(out, "shape") or out.shape != ():
-        shape = getattr(out, "shape", type(out).__name__)
-        hint = (" For a vector-output loss pass n_outputs=K."
-                if kind == "row" and not vector_output else "")
-        raise ValueError(f"loss {objective.name!r} must return a scalar for {what}; it "
-                         f"returned shape {shape}.{hint}")
 
 
 def _base_score(objective: Objective, base_score, data: TrainData, config: BoostConfig,
@@ -664,18 +412,3 @@ def _check_finite(model: Booster, bad_rows: np.ndarray, n_rows: int) -> None:
             f"loss {model.objective.name!r} produced NaN or infinite leaf values from round "
             f"{first} on ({int((~finite).sum())} of {model.n_trees} trees). The gradient sums "
             "overflowed: lower learning_rate or raise l2.")
-
-
-def _mesh(devices) -> jax.sharding.Mesh | None:
-    if devices is None:
-        return None
-    if isinstance(devices, str):
-        if devices != "all":
-            raise ValueError(f"devices={devices!r}: use None, 'all', or a list of jax devices.")
-        devices = jax.local_devices()
-    devices = list(devices)
-    if not devices or not all(isinstance(d, jax.Device) for d in devices):
-        raise TypeError("devices must be a non-empty list of jax devices (jax.devices()).")
-    if len(devices) == 1:
-        return None
-    return jax.sharding.Mesh(np.array(devices), (ROW_AXIS,))

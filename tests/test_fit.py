@@ -8,7 +8,7 @@ import pytest
 from conftest import SMALL, make_regression
 
 import jaxgbt
-from jaxgbt import fitting
+from jaxgbt.data import dataset
 from jaxgbt.engine import boosting
 def _rmse(model, X, y):
     return float(np.sqrt(np.mean((np.asarray(model.predict(X)) - y) ** 2)))
@@ -115,13 +115,13 @@ def test_the_training_program_is_compiled_before_binning_and_then_used(path, mon
         kwargs["n_trees"] = 2 * SMALL["n_trees"]  # resumes from the checkpoint's rounds
     monkeypatch.setattr(boosting, "_CHUNK_PROGRAMS", collections.OrderedDict())
     held_at_binning = []
-    apply_bins = fitting.apply_bins
+    apply_bins = dataset.apply_bins
 
     def recording_apply_bins(*args):
         held_at_binning.append(set(boosting._CHUNK_PROGRAMS))
         return apply_bins(*args)
 
-    monkeypatch.setattr(fitting, "apply_bins", recording_apply_bins)
+    monkeypatch.setattr(dataset, "apply_bins", recording_apply_bins)
     model = jaxgbt.fit("squared_error", X, y, **kwargs)
     assert len(held_at_binning[0]) == 1
     assert set(boosting._CHUNK_PROGRAMS) == held_at_binning[0]

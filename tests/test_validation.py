@@ -46,7 +46,7 @@ CASES = [
     ("depth huge", dict(depth=30), ValueError, r"depth=30 .* \[1, 12\]"),
     ("n_bins 2", dict(n_bins=2), ValueError, r"n_bins=2 .* \[3, 256\]"),
     ("n_bins 300", dict(n_bins=300), ValueError, "n_bins=300"),
-    ("learning_rate 0", dict(learning_rate=0.0), ValueError, "learning_rate=0.0 must be > 0"),
+    ("learning_rate 0", dict(learning_rate=0.0), ValueError, "learning_rate=0.0 must be a finite number > 0"),
     ("learning_rate nan", dict(learning_rate=float("nan")), ValueError, "learning_rate"),
     ("l2 negative", dict(l2=-1.0), ValueError, "l2=-1.0"),
     ("l1 negative", dict(l1=-0.1), ValueError, "l1=-0.1"),

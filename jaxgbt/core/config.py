@@ -4,6 +4,7 @@ neither recompiles nor prevents ``vmap``."""
 
 import dataclasses
 from collections.abc import Callable
+from typing import Literal
 
 import jax
 import jax.numpy as jnp
@@ -16,6 +17,11 @@ from jaxgbt.objectives import Loss
 ROUNDS_PER_CHUNK = 16
 
 ROW_AXIS = "rows"
+
+# The modes of a training program, checked once from fit's arguments (``jaxgbt.spec``).
+GrowPolicy = Literal["oblivious", "depthwise"]
+Boosting = Literal["plain", "ordered"]
+RowSampling = Literal["bernoulli", "poisson", "goss"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -58,10 +64,10 @@ class BoostConfig:
     fisher: Callable | None = None
     grouped: bool = False
     leaf_quantile: float | None = None
-    row_sampling: str = "none"
+    row_sampling: RowSampling | Literal["none"] = "none"
     sample_capacity: int | None = None
     column_sampling: bool = False
-    grow_policy: str = "oblivious"
+    grow_policy: GrowPolicy = "oblivious"
     ordered: bool = False
 
 

@@ -182,13 +182,14 @@ def check_rate(value, name: str):
     return value
 
 
-def check_learning_rate(value):
+def check_learning_rate(value, name: str = "learning_rate"):
+    """A number > 0 or a schedule (left alone when traced)."""
     if callable(value) or is_traced(value):
         return value
-    check_nonnegative(value, "learning_rate")
+    check_nonnegative(value, name)
     if not float(value) > 0:
-        raise ValueError(f"learning_rate={value} must be > 0 (or a schedule: a function of the "
-                         "round, such as an optax schedule).")
+        raise ValueError(f"{name}={value} must be a finite number > 0 (or a schedule: a "
+                         "function of the round, such as an optax schedule).")
     return value
 
 

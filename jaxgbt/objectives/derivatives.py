@@ -15,15 +15,17 @@ the current margins; its curvature is a choice (``CURVATURES``):
 Whatever the choice, negative values are clipped to ``hessian_floor`` (>= 0).
 """
 
+import typing
 from collections.abc import Callable
-from typing import NamedTuple
+from typing import Literal, NamedTuple
 
 import jax
 import jax.numpy as jnp
 
 from jaxgbt.objectives import Loss
 
-CURVATURES = ("exact", "full", "fisher", "constant")
+Curvature = Literal["exact", "full", "fisher", "constant"]
+CURVATURES = typing.get_args(Curvature)
 
 
 class Derivatives(NamedTuple):

@@ -1,0 +1,183 @@
+"""The training data of one fit, read and checked once on the host.
+
+``Dataset.read`` takes what the user passed (arrays or a DataFrame, labels, weights,
+query ids) and checks it; ``Dataset.encoded`` replaces categorical columns by the
+columns the trees split on; ``Dataset.binned`` gives the bin edges and the binned
+matrix. ``read_eval_set`` does the same for a validation set, with the training
+encoder. Nothing the caller passed is modified (``validation``).
+"""
+
+import dataclasses
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxgbt.data import categorical
+from jaxgbt.data import validation as check
+from jaxgbt.data.binning import apply_bins, compute_thresholds
+
+_EVAL_SET_KEYS = ("X", "y", "sample_weight", "group", "name")
+
+
+@dataclasses.dataclass(frozen=True)
+class Dataset:
+    """Checked training rows.
+
+    Attributes:
+      X: read-only f32[N, F] (f32[N, F_enc] once encoded): the columns trees split on.
+      y: labels with rows on axis 0 (an array or a dict of arrays), checked against
+        the objective's domain.
+      weight: f32[N] sample weights (a tracer under ``vmap`` over weights).
+      group_index: i32[Q, M], the rows of each query (group losses), else None.
+      group_mask: bool[Q, M], which entries of ``group_index`` are rows, else None.
+      declared: the categorical columns declared or found (``categorical.read``), or
+        None when there are none.
+      encoder: the fitted ``categorical.Encoder`` once encoded, else None.
+    """
+
+    X: np.ndarray
+    y: Any
+    weight: Any
+    group_index: jax.Array | None
+    group_mask: jax.Array | None
+    declared: Any = None
+    encoder: categorical.Encoder | None = None
+
+    @property
+    def n_rows(self) -> int:
+        return self.X.shape[0]
+
+    @property
+    def n_features(self) -> int:
+        """F of the raw X (the encoder's input width once encoded)."""
+        return self.X.shape[1] if self.encoder is None else self.encoder.n_features
+
+    @classmethod
+    def read(cls, X, y, *, sample_weight, group, categorical_features, objective,
+             kind: str) -> "Dataset":
+        """Checks the training inputs; ``kind`` is the loss's ("row", "group", "dataset")."""
+        X, declared = categorical.read(X, categorical_features)
+        X = check.check_X(X)
+        y = check.check_y(y, X.shape[0], objective)
+        weight = (sample_weight if check.is_traced(sample_weight)
+                  else check.check_sample_weight(sample_weight, X.shape[0]))
+        group_index, group_mask = group_layout(kind, group, X.shape[0])
+        return cls(X, y, weight, group_index, group_mask, declared)
+
+    def encoded(self, objective, vector_output: bool, n_outputs: int, one_hot_max_size,
+                seed, init_model=None) -> "Dataset":
+        """The rows with categorical columns encoded (``categorical.fit_encoder``).
+
+        Args:
+          init_model: the model this fit continues, or None; neither it nor this fit
+            may have categorical features.
+        """
+        categorical.check_one_hot_max_size(one_hot_max_size)
+        if init_model is not None and (self.declared is not None
+                                       or getattr(init_model, "encoder", None) is not None):
+            raise ValueError("init_model cannot continue a model with categorical features "
+                             "yet: their encoding is fitted to the data of one fit. Fit with "
+                             "more n_trees instead.")
+        if self.declared is None:
+            return self
+        targets, why = categorical.statistic_targets(self.y, objective, vector_output,
+                                                     n_outputs)
+        # A traced seed (vmap over seeds) cannot draw host permutations: they use seed 0.
+        encoder, X = categorical.fit_encoder(self.declared, self.X, targets, why, self.weight,
+                                             one_hot_max_size,
+                                             0 if check.is_traced(seed) else seed)
+        return dataclasses.replace(self, X=X, encoder=encoder)
+
+    def binned(self, n_bins: int, seed) -> tuple[np.ndarray, jax.Array]:
+        """(thresholds f32[F, B - 2] of the bin edges, bins u8[F, N] on the device).
+
+        Weighted quantiles when the weights are concrete; under ``vmap`` over weights
+        or seeds the edges are unweighted, and a traced seed samples with seed 0.
+        """
+        weight = None if check.is_traced(self.weight) else self.weight
+        thresholds = compute_thresholds(self.X, n_bins, weight,
+                                        0 if check.is_traced(seed) else seed)
+        # device_put adopts the (aligned) binned matrix on CPU: no second copy of it.
+        return thresholds, jax.device_put(apply_bins(self.X, thresholds))
+
+
+def group_layout(kind: str, group, n_rows: int):
+    """(index i32[Q, M], mask bool[Q, M]) of the rows of each group, or (None, None).
+
+    A "dataset" loss sees all rows as one group; a "group" loss one query per group,
+    from ``group`` (query ids, each query's rows contiguous).
+    """
+    if kind == "row":
+        return None, None
+    if kind == "dataset":
+        return jnp.arange(n_rows, dtype=jnp.int32)[None], jnp.ones((1, n_rows), bool)
+    ids = check.check_group(group, n_rows)
+    starts = np.flatnonzero(np.r_[True, ids[1:] != ids[:-1]])
+    sizes = np.diff(np.r_[starts, n_rows])
+    positions = np.arange(n_rows) - np.repeat(starts, sizes)
+    index = np.zeros((starts.size, sizes.max()), np.int32)
+    mask = np.zeros(index.shape, bool)
+    query = np.repeat(np.arange(starts.size), sizes)
+    index[query, positions] = np.arange(n_rows)
+    mask[query, positions] = True
+    return jnp.asarray(index), jnp.asarray(mask)
+
+
+@dataclasses.dataclass(frozen=True)
+class EvalRows:
+    """One checked validation set, before binning.
+
+    Attributes:
+      name: its name in history keys ("<name>:<metric>").
+      X: read-only f32[Nv, F] (encoded like the training rows).
+      y: checked labels.
+      weight: f32[Nv] (a tracer under ``vmap``: ``jaxgbt.cv``'s fold masks).
+      group: checked query ids i32[Nv], or None.
+    """
+
+    name: str
+    X: np.ndarray
+    y: Any
+    weight: Any
+    group: np.ndarray | None
+
+
+def read_eval_set(i: int, entry, *, encoder, n_features: int, objective, kind: str,
+                  traced: bool) -> EvalRows:
+    """Checks ``eval_set[i]``: ``(X, y)``, ``(X, y, sample_weight)`` or a dict with keys
+    X, y and optionally sample_weight, group, name; ``traced``: the fit runs under
+    ``vmap``/``jit``."""
+    if isinstance(entry, dict):
+        unknown = set(entry) - set(_EVAL_SET_KEYS)
+        if unknown or not {"X", "y"} <= set(entry):
+            raise ValueError(f"eval_set[{i}] must have keys X and y (and optionally "
+                             f"sample_weight, group, name); got {sorted(entry)}.")
+        fields = entry
+    elif isinstance(entry, (tuple, list)) and len(entry) in (2, 3):
+        fields = dict(zip(("X", "y", "sample_weight"), entry, strict=False))
+    else:
+        raise TypeError(f"eval_set[{i}] must be (X, y), (X, y, sample_weight) or a dict; "
+                        f"got {type(entry).__name__}.")
+    name = str(fields.get("name", f"valid_{i}"))
+    X_val = (check.check_X(fields["X"], f"eval_set[{i}] X") if encoder is None
+             else encoder.transform(fields["X"], f"eval_set[{i}] X"))
+    if X_val.shape[1] != n_features:
+        raise ValueError(f"eval_set[{i}] X has {X_val.shape[1]} features but X has "
+                         f"{n_features}; pass the same columns.")
+    y_val = check.check_y(fields["y"], X_val.shape[0], objective)
+    w_val = fields.get("sample_weight")
+    if check.is_traced(w_val):  # under vmap (jaxgbt.cv: one 0/1 mask per fold)
+        if w_val.shape != (X_val.shape[0],):
+            raise ValueError(f"eval_set[{i}] sample_weight has shape {w_val.shape}; it "
+                             f"needs ({X_val.shape[0]},), one weight per row.")
+        if not traced:
+            raise ValueError(f"eval_set[{i}] sample_weight is traced but the fit is not: "
+                             "vmap the training parameters or weights along with it.")
+    else:
+        w_val = check.check_sample_weight(w_val, X_val.shape[0])
+    group = None
+    if kind == "group" or fields.get("group") is not None:
+        group = check.check_group(fields.get("group"), X_val.shape[0])
+    return EvalRows(name, X_val, y_val, w_val, group)

@@ -1,0 +1,297 @@
+"""Every setting of ``fit``, checked once on the host, before any data is read or traced.
+
+``fit``'s arguments fall in two groups:
+- traced hyperparameters (``TRACED``): they become the f32 (or u32 seed) arrays of
+  ``BoostParams``, so a new value neither recompiles nor stops ``jax.vmap``; these are
+  what ``fit_many`` sweeps, checked per member with the same ``check_traced`` as here;
+- static settings: everything else. They decide shapes or code and end up in the
+  hashable ``BoostConfig`` (``build_config``).
+Modes are ``Literal`` types owned by the module of their concept (``core.config``,
+``objectives.derivatives``) and checked here with ``check_mode``.
+"""
+
+import typing
+from typing import Literal
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxgbt.core.config import ROW_AXIS, BoostConfig, Boosting, GrowPolicy, RowSampling
+from jaxgbt.core.constraints import interaction_sets
+from jaxgbt.core.sampling import SamplingParams, sample_capacity
+from jaxgbt.core.split import SplitParams
+from jaxgbt.data import categorical
+from jaxgbt.data import validation as check
+from jaxgbt.engine.boosting import BoostParams
+from jaxgbt.objectives import Objective
+from jaxgbt.objectives.derivatives import Curvature
+
+LossKind = Literal["row", "group", "dataset"]
+
+# Fractions in (0, 1] and penalties >= 0 among the traced hyperparameters.
+RATES = ("subsample", "colsample_bytree", "colsample_bylevel", "colsample_bynode",
+         "goss_top_rate", "goss_other_rate")
+NONNEGATIVE = ("l2", "l1", "min_split_gain", "min_child_weight", "hessian_floor")
+# fit's arguments that are traced arrays, so they can differ between vmapped models.
+TRACED = ("learning_rate", *NONNEGATIVE, "base_score", "sample_weight", "seed", *RATES)
+
+
+def check_mode(value, name: str, mode) -> str:
+    """``value`` if it is one of the strings of the ``Literal`` type ``mode``."""
+    return check.check_choice(value, name, typing.get_args(mode))
+
+
+def check_traced(name: str, value, label: str | None = None):
+    """A concrete value of the traced hyperparameter ``name`` (a float, or an int seed),
+    checked as ``fit`` checks it; ``label`` names it in errors (default ``name``)."""
+    label = label or name
+    if name == "learning_rate":
+        return check.check_learning_rate(value, label)
+    if name in RATES:
+        return check.check_rate(value, label)
+    if name in NONNEGATIVE:
+        return check.check_nonnegative(value, label)
+    if name == "seed":
+        return value if check.is_traced(value) else check.check_int(value, label, 0, 2**32 - 1)
+    raise ValueError(f"{name!r} is not a traced hyperparameter of fit; use one of {TRACED}.")
+
+
+def boost_params(learning_rate, l2, l1, min_split_gain, min_child_weight, hessian_floor,
+                 seed, rates: dict) -> BoostParams:
+    """The traced hyperparameters, checked, as ``BoostParams`` (constraints not yet set).
+
+    Args:
+      learning_rate: a number, or a schedule (its traced value is then 0, unused).
+      rates: {name: value} for each name in ``RATES``.
+    """
+    check_traced("learning_rate", learning_rate)
+    for name, rate in rates.items():
+        check_traced(name, rate)
+    check_traced("seed", seed)
+    penalties = dict(l2=l2, l1=l1, min_split_gain=min_split_gain,
+                     min_child_weight=min_child_weight)
+    for name, value in {**penalties, "hessian_floor": hessian_floor}.items():
+        check_traced(name, value)
+    as_f32 = {name: jnp.asarray(value, jnp.float32) for name, value in penalties.items()}
+    rate = jnp.asarray(0.0 if callable(learning_rate) else learning_rate, jnp.float32)
+    sampling = SamplingParams(key=jax.random.PRNGKey(seed),
+                              **{k: jnp.asarray(v, jnp.float32) for k, v in rates.items()})
+    return BoostParams(learning_rate=rate, split=SplitParams(**as_f32),
+                       hessian_floor=jnp.asarray(hessian_floor, jnp.float32), sampling=sampling)
+
+
+def loss_kind(objective: Objective, group) -> LossKind:
+    """How the loss sees rows: one at a time, per query (``group``), or all together."""
+    if objective.kind == "dataset":
+        if group is not None:
+            raise ValueError(f"group= does not apply to loss {objective.name!r}, which couples "
+                             "all rows; drop it.")
+        return "dataset"
+    if objective.kind == "group" or (group is not None and objective.name.startswith("custom:")):
+        if group is None:
+            raise ValueError(f"loss {objective.name!r} ranks rows within queries: pass group= "
+                             "(one query id per row).")
+        return "group"
+    if group is not None:
+        raise ValueError(f"group= is for ranking losses, but {objective.name!r} is a per-row "
+                         "loss; drop group= or use a ranking loss (lambdarank_ndcg, "
+                         "pairwise_logistic, listwise_softmax or your own loss(y_q, f_q, mask_q)).")
+    return "row"
+
+
+def outputs(objective: Objective, y, n_outputs, kind: LossKind) -> tuple[int, bool]:
+    """(K, whether f_i is a vector) from the objective, the labels and ``n_outputs``."""
+    if n_outputs is not None:
+        n_outputs = check.check_int(n_outputs, "n_outputs", 1)
+    if objective.n_outputs is not None:
+        inferred = objective.n_outputs(y)
+        if n_outputs is not None and n_outputs != inferred:
+            raise ValueError(f"n_outputs={n_outputs} but loss {objective.name!r} reads "
+                             f"{inferred} outputs from y; drop n_outputs.")
+        if inferred < 2 and objective.name == "softmax":
+            raise ValueError("softmax needs at least 2 classes in y; got only class 0.")
+        return inferred, True
+    if n_outputs is not None and kind != "row":
+        raise ValueError(f"n_outputs applies to per-row losses; {objective.name!r} has one score "
+                         "per row.")
+    return (1, False) if n_outputs is None else (n_outputs, True)
+
+
+def curvature(objective: Objective, hessian, vector_output: bool) -> Curvature:
+    """The curvature to use: ``hessian`` if given, else the objective's own."""
+    chosen = objective.curvature if hessian is None else hessian
+    if chosen not in typing.get_args(Curvature):
+        raise ValueError(f"hessian={hessian!r}: use one of "
+                         f"{', '.join(typing.get_args(Curvature))}.")
+    if chosen == "full" and not vector_output:
+        raise ValueError("hessian='full' is for vector-output losses (n_outputs=K); a scalar "
+                         "loss's Hessian is already exact.")
+    if chosen == "fisher" and objective.fisher is None:
+        raise ValueError(f"hessian='fisher' needs the objective's expected Hessian, which "
+                         f"{objective.name!r} does not define; pass an Objective with fisher= "
+                         "or use 'exact' or 'constant'.")
+    return chosen
+
+
+def ordered(boosting: Boosting, objective: Objective, kind: LossKind, chosen_curvature: str,
+            mesh) -> bool:
+    """Whether to boost in order (``core.ordered``); refuses what it does not support."""
+    if boosting != "ordered":
+        return False
+    if mesh is not None:
+        raise ValueError("boosting='ordered' needs all rows on one device: each row's ordered "
+                         "margin sums the rows before it in one random order. Drop devices= "
+                         "or use boosting='plain'.")
+    if kind != "row":
+        raise ValueError(f"boosting='ordered' is for per-row losses; loss {objective.name!r} "
+                         "couples rows (queries or the whole data set), so a row's gradient "
+                         "cannot come from the rows before it alone. Use boosting='plain'.")
+    if objective.leaf_quantile is not None:
+        raise ValueError(f"boosting='ordered' needs Newton leaf values; loss {objective.name!r} "
+                         "sets its leaves to quantiles of the residuals. Use boosting='plain', "
+                         "or a smooth loss such as 'huber'.")
+    if chosen_curvature == "full":
+        raise ValueError("boosting='ordered' does not support hessian='full' (a K x K solve "
+                         "per row and round); use hessian='exact' or boosting='plain'.")
+    return True
+
+
+def sampling_methods(sampling: RowSampling, subsample, colsample_bytree, colsample_bylevel,
+                     colsample_bynode, grow_policy: GrowPolicy) -> tuple[str, bool]:
+    """The static row-sampling method ("none" when every row is kept) and whether
+    features are sampled."""
+    check_mode(sampling, "sampling", RowSampling)
+
+    def below_one(rate):
+        return check.is_traced(rate) or float(rate) < 1.0
+
+    if grow_policy == "oblivious" and below_one(colsample_bynode):
+        raise ValueError("colsample_bynode applies to grow_policy='depthwise': an oblivious "
+                         "level is one split shared by its nodes. Use colsample_bylevel, or "
+                         "grow_policy='depthwise'.")
+    row_sampling = "none" if sampling == "bernoulli" and not below_one(subsample) else sampling
+    return row_sampling, (below_one(colsample_bytree) or below_one(colsample_bylevel)
+                          or below_one(colsample_bynode))
+
+
+def constraints(monotone, interactions, n_features: int) -> dict:
+    """Checked constraint arrays for ``BoostParams`` (absent ones stay out)."""
+    out = {}
+    if monotone is not None:
+        if isinstance(monotone, dict):
+            directions = np.zeros(n_features, np.int32)
+            for feature, direction in monotone.items():
+                check.check_int(feature, "monotone_constraints key", 0, n_features - 1)
+                directions[feature] = direction
+        else:
+            directions = np.asarray(monotone)
+            if directions.shape != (n_features,):
+                raise ValueError(f"monotone_constraints has {directions.size} entries but X has "
+                                 f"{n_features} features; give one of -1, 0, +1 per feature, or "
+                                 "a dict {feature index: direction}.")
+        if not np.isin(directions, (-1, 0, 1)).all():
+            raise ValueError("monotone_constraints must hold only -1, 0 and +1; got "
+                             f"{sorted(set(np.asarray(directions).tolist()))}.")
+        out["monotone"] = jnp.asarray(directions, jnp.int32)
+    if interactions is not None:
+        if isinstance(interactions, (str, bytes)) or not all(
+                isinstance(group, (list, tuple, set)) for group in interactions):
+            raise TypeError("interaction_constraints must be a list of lists of feature "
+                            "indices, e.g. [[0, 1], [2, 3, 4]].")
+        for group in interactions:
+            for feature in group:
+                check.check_int(feature, "interaction_constraints entry", 0, n_features - 1)
+        out["interaction_sets"] = interaction_sets(interactions, n_features)
+    return out
+
+
+def encoded_constraints(encoder, monotone, interactions):
+    """Constraints on raw columns, restated on the encoded columns they become."""
+    if encoder is None:
+        return monotone, interactions
+    constraints(monotone, interactions, encoder.n_features)  # checks the raw indices
+    if monotone is not None:
+        directions = (dict(monotone) if isinstance(monotone, dict)
+                      else dict(enumerate(np.asarray(monotone).tolist())))
+        bad = [j for j, d in directions.items()
+               if d != 0 and encoder.columns[j].kind != categorical.NUMERIC]
+        if bad:
+            raise ValueError(f"monotone_constraints: features {bad} are categorical, whose "
+                             "categories have no order; constrain only numeric features.")
+        monotone = {encoder.encoded_columns(j)[0]: d for j, d in directions.items() if d != 0}
+    if interactions is not None:
+        interactions = [sorted({c for j in group for c in encoder.encoded_columns(j)})
+                        for group in interactions]
+    return monotone, interactions
+
+
+def check_loss_output(objective: Objective, y, n_outputs: int, vector_output: bool,
+                      kind: LossKind) -> None:
+    """The loss must map one row (y_i, f_i), or one group (y_q, f_q, mask_q), to a
+    scalar; checked by shapes alone (``jax.eval_shape``, nothing runs)."""
+    if kind == "row":
+        f_shape = (n_outputs,) if vector_output else ()
+        args = (jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape[1:], jnp.float32), y),
+                jax.ShapeDtypeStruct(f_shape, jnp.float32))
+        what = f"one row (f_i of shape {f_shape})"
+    else:
+        size = 4
+        args = (jax.tree.map(lambda a: jax.ShapeDtypeStruct((size,) + a.shape[1:], jnp.float32),
+                             y),
+                jax.ShapeDtypeStruct((size,), jnp.float32), jax.ShapeDtypeStruct((size,), bool))
+        what = "one group (y_q, f_q, mask_q)"
+    try:
+        out = jax.eval_shape(objective.loss, *args)
+    except Exception as error:  # noqa: BLE001 - re-raised with context
+        raise TypeError(f"loss {objective.name!r} failed on {what}: {error}") from error
+    if not hasattr(out, "shape") or out.shape != ():
+        shape = getattr(out, "shape", type(out).__name__)
+        hint = (" For a vector-output loss pass n_outputs=K."
+                if kind == "row" and not vector_output else "")
+        raise ValueError(f"loss {objective.name!r} must return a scalar for {what}; it "
+                         f"returned shape {shape}.{hint}")
+
+
+def mesh(devices) -> jax.sharding.Mesh | None:
+    """A one-axis mesh of the devices rows are split over, or None for one device."""
+    if devices is None:
+        return None
+    if isinstance(devices, str):
+        if devices != "all":
+            raise ValueError(f"devices={devices!r}: use None, 'all', or a list of jax devices.")
+        devices = jax.local_devices()
+    devices = list(devices)
+    if not devices or not all(isinstance(d, jax.Device) for d in devices):
+        raise TypeError("devices must be a non-empty list of jax devices (jax.devices()).")
+    if len(devices) == 1:
+        return None
+    return jax.sharding.Mesh(np.array(devices), (ROW_AXIS,))
+
+
+def check_mesh(row_mesh, devices, objective: Objective, kind: LossKind) -> None:
+    """Losses that couple rows across devices, or sort residuals, train on one device."""
+    if row_mesh is not None and (kind != "row" or objective.leaf_quantile is not None):
+        raise ValueError(f"devices={devices!r}: loss {objective.name!r} needs all rows on one "
+                         "device (it couples rows across groups or refreshes leaves from "
+                         "sorted residuals); fit it on one device.")
+
+
+def build_config(objective: Objective, *, depth: int, n_bins: int, n_outputs: int,
+                 vector_output: bool, learning_rate, row_mesh, chosen_curvature: str,
+                 kind: LossKind, row_sampling: str, column_sampling: bool, subsample,
+                 n_rows: int, grow_policy: GrowPolicy, is_ordered: bool) -> BoostConfig:
+    """The static ``BoostConfig`` of a fit whose settings were checked above."""
+    # Sampled rounds grow their trees on the drawn rows alone when their number has a
+    # bound known now (``core.sampling``); on one device, outside ordered boosting.
+    capacity = (None if is_ordered or row_mesh is not None
+                else sample_capacity(row_sampling, subsample, n_rows))
+    return BoostConfig(loss=objective.loss, depth=depth, n_bins=n_bins, n_outputs=n_outputs,
+                       vector_output=vector_output,
+                       learning_rate_schedule=learning_rate if callable(learning_rate) else None,
+                       axis_name=None if row_mesh is None else ROW_AXIS,
+                       curvature=chosen_curvature, fisher=objective.fisher,
+                       grouped=kind != "row", leaf_quantile=objective.leaf_quantile,
+                       row_sampling=row_sampling, sample_capacity=capacity,
+                       column_sampling=column_sampling, grow_policy=grow_policy,
+                       ordered=is_ordered)
