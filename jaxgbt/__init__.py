@@ -15,8 +15,8 @@ from jaxgbt.forest import Forest as Forest
 from jaxgbt.forest import fit_forest as fit_forest
 from jaxgbt.io.model_format import load as load
 from jaxgbt.io.model_format import save as save
-from jaxgbt.sweeps import CVResult as CVResult
-from jaxgbt.sweeps import cv as cv
+from jaxgbt.model_selection import CVResult as CVResult
+from jaxgbt.model_selection import cv as cv
 from jaxgbt.sweeps import fit_many as fit_many
 from jaxgbt.sweeps import member as member
 from jaxgbt.model import Booster as Booster

@@ -5,7 +5,8 @@ from conftest import SMALL, make_binary, make_regression
 
 import jaxgbt
 from jaxgbt.engine.boosting import _compiled_chunk
-from jaxgbt.sweeps import fold_ids, n_members
+from jaxgbt.model_selection import fold_ids
+from jaxgbt.sweeps import n_members
 
 N_ROWS = make_regression()[0].shape[0]
 SWEEP = {"learning_rate": [0.1, 0.3, 0.5], "l2": [0.5, 1.0, 4.0], "seed": [0, 1, 2],
@@ -43,7 +44,8 @@ def test_fit_many_members_equal_single_fits(regression_data):
     for i in range(3):
         single = jaxgbt.fit("squared_error", X, y, **_member_kwargs(SWEEP, i), **BOOTSTRAP)
         _assert_same_model(models[i], single)
-        _assert_same_model(jaxgbt.member(models, i), single)
+        with pytest.warns(DeprecationWarning, match=r"models\[i\]"):
+            _assert_same_model(jaxgbt.member(models, i), single)
         np.testing.assert_allclose(models[i].predict(X), single.predict(X), rtol=1e-5, atol=1e-5)
 
 
