@@ -1,25 +1,24 @@
 """jaxgbt: gradient boosting with autodiff losses and oblivious trees, in JAX."""
 
 from jaxgbt import differentiable as differentiable
-from jaxgbt.evaluation import metrics
 from jaxgbt import objectives as objectives
-from jaxgbt.fitting import fit as fit
 from jaxgbt.differentiable import as_function as as_function
 from jaxgbt.differentiable import finetune as finetune
 from jaxgbt.differentiable import finetune_trace as finetune_trace
 from jaxgbt.differentiable import pairwise_auc_loss as pairwise_auc_loss
 from jaxgbt.differentiable import soft_predict_raw as soft_predict_raw
-from jaxgbt.io.export import export as export  # the function; the module shadowed by it
-from jaxgbt.io.export import load_exported as load_exported
+from jaxgbt.evaluation import metrics as metrics
+from jaxgbt.fitting import fit as fit
 from jaxgbt.forest import Forest as Forest
 from jaxgbt.forest import fit_forest as fit_forest
-from jaxgbt.io.model_format import load as load
+from jaxgbt.io.export import export as export
+from jaxgbt.io.export import load_exported as load_exported
 from jaxgbt.io.model_format import save as save
+from jaxgbt.model import Booster as Booster
+from jaxgbt.model import load as load
 from jaxgbt.model_selection import CVResult as CVResult
 from jaxgbt.model_selection import cv as cv
+from jaxgbt.objectives import Objective as Objective
 from jaxgbt.sweeps import fit_many as fit_many
 from jaxgbt.sweeps import member as member
-from jaxgbt.model import Booster as Booster
-from jaxgbt.objectives import Objective as Objective
-
-__version__ = "0.1.0"
+from jaxgbt.version import __version__ as __version__

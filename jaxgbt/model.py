@@ -11,8 +11,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxgbt.data.transfer import to_device
 from jaxgbt.data.categorical import Encoder
+from jaxgbt.data.transfer import to_device
+from jaxgbt.io import model_format
 from jaxgbt.objectives import Objective
 
 
@@ -293,13 +294,6 @@ def _predict_raw(model: Booster, X: jax.Array) -> jax.Array:
     return model.base_score.astype(jnp.float32)[None] + total
 
 
-def as_numpy(model: Booster) -> dict[str, np.ndarray]:
-    """The model's arrays as NumPy, by field name."""
-    return {field: np.asarray(getattr(model, field))
-            for field in ("feature", "threshold", "default_left", "split_gain", "leaf_value",
-                          "base_score")}
-
-
 def _for_prediction(model: Booster) -> Booster:
     """The model without its training record, which prediction does not read (so that
     models differing only in their history share one compiled program)."""
@@ -310,3 +304,17 @@ def _for_prediction(model: Booster) -> Booster:
 # scan and gathers op by op.
 _compiled_predict_raw = jax.jit(_predict_raw)
 _compiled_leaf_index = jax.jit(_leaf_index)
+
+
+def load(path, link=None) -> Booster:
+    """Reads a model written by ``Booster.save`` / ``jaxgbt.save``.
+
+    Args:
+      path: the file.
+      link: the inverse link of a custom loss, if it had one (links are code and are
+        not stored; built-in objectives get theirs back by name).
+
+    Raises:
+      ModelFormatError: the file is not a valid model (the message says why).
+    """
+    return Booster(**model_format.read_model(path, link))

@@ -32,7 +32,8 @@ def test_resumed_fit_equals_an_uninterrupted_one(tmp_path):
     # with the same data and parameters continues from it.
     jaxgbt.fit("squared_error", X, y, checkpoint_path=path, checkpoint_every=16,
                **dict(arguments, n_trees=20))
-    assert path.exists()
+    with zipfile.ZipFile(path) as archive:  # the format name files were written with
+        assert json.loads(archive.read("header.json"))["format"] == "jaxgbt.checkpoint"
     resumed = jaxgbt.fit("squared_error", X, y, checkpoint_path=path, checkpoint_every=16,
                          **arguments)
     assert_same_model(resumed, whole)

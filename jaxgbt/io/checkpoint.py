@@ -10,7 +10,7 @@ A checkpoint carries a fingerprint (SHA-256) of everything that decides the mode
 binned data, labels, weights, starting margin, hyperparameters and static settings.
 Resuming with anything different is refused rather than silently mixing two fits.
 
-Format ``jaxgbt.io.checkpoint`` version 1: a zip like a model file (see ``jaxgbt.io.model_format``),
+Format ``jaxgbt.checkpoint`` version 1: a zip like a model file (see ``jaxgbt.io.model_format``),
 with header fields ``fingerprint``, ``rounds_done``, ``n_rows``, ``depth``, ``splits``
 (per tree: D oblivious, 2**D - 1 depthwise), ``n_outputs`` and one .npy per array: the
 bin-space trees (``feature``, ``split_bin``, ``default_left``, ``gain``, ``leaf_value``),
@@ -27,19 +27,18 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxgbt.core.dtypes import MAX_DEPTH
+from jaxgbt.core.tree import BinnedTree
 from jaxgbt.engine.boosting import Progress
-from jaxgbt.io.model_format import (
-    MAX_OUTPUTS,
-    MAX_TREES,
+from jaxgbt.io.archive import (
     ModelFormatError,
     header_int,
     read_array,
     read_header,
     write_archive,
 )
-from jaxgbt.core.tree import BinnedTree
+from jaxgbt.io.model_format import MAX_OUTPUTS, MAX_TREES
 
-FORMAT = "jaxgbt.io.checkpoint"
+FORMAT = "jaxgbt.checkpoint"
 VERSION = 1
 _WHAT = "jaxgbt checkpoint"
 _MAX_ROWS = 1 << 34

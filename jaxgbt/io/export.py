@@ -25,8 +25,7 @@ from pathlib import Path
 import jax
 import jax.numpy as jnp
 
-from jaxgbt.io.model_format import write_atomically
-from jaxgbt.model import Booster
+from jaxgbt.io.archive import write_atomically
 
 FORMAT = "jaxgbt.exported"
 VERSION = 1
@@ -35,7 +34,7 @@ METHODS = ("predict_raw", "predict")
 DEFAULT_PLATFORMS = ("cpu", "cuda", "rocm", "tpu")
 
 
-def export(model: Booster, path, *, batch_size: int | None = None,
+def export(model, path, *, batch_size: int | None = None,
            method: str = "predict_raw",
            platforms: Sequence[str] | None = DEFAULT_PLATFORMS) -> Path:
     """Writes ``model.predict_raw`` (or ``predict``) as a serialized ``jax.export`` function.

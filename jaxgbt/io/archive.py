@@ -1,0 +1,135 @@
+"""Archives: a zip of ``header.json`` and ``.npy`` arrays, written atomically and read
+as untrusted input (bounded reads, no pickle, every failure a ``ModelFormatError``).
+
+The model format (``model_format``) and checkpoints (``checkpoint``) are archives.
+"""
+
+import io as _io
+import json
+import os
+import tempfile
+import zipfile
+
+import numpy as np
+
+_HEADER_BYTES = 1 << 20
+_NPY_HEADER_SLACK = 4096  # the .npy preamble is at most a few hundred bytes
+
+
+class ModelFormatError(ValueError):
+    """A model file that is not a valid jaxgbt model."""
+
+
+def write_archive(path, header: dict, arrays: dict[str, np.ndarray],
+                  members: dict[str, bytes] | None = None) -> None:
+    """Writes header.json, one .npy per array and any other ``members`` (name: bytes)
+    into a zip at ``path``, atomically: a temporary file in the same folder, flushed and
+    fsynced, then renamed."""
+    buffer = _io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("header.json", json.dumps(header, indent=1))
+        for name, array in arrays.items():
+            member = _io.BytesIO()
+            np.save(member, array, allow_pickle=False)
+            archive.writestr(f"{name}.npy", member.getvalue())
+        for name, data in (members or {}).items():
+            archive.writestr(name, data)
+    write_atomically(path, buffer.getvalue())
+
+
+def write_atomically(path, data: bytes) -> None:
+    """Writes ``data`` to ``path`` so that a crash leaves the old file or the new one,
+    never part of one: a temporary file in the same folder, flushed and fsynced, then
+    renamed over the target (a killed process may leave a ``.jaxgbt-*.tmp`` behind)."""
+    path = os.fspath(path)
+    folder = os.path.dirname(os.path.abspath(path))
+    handle, temporary = tempfile.mkstemp(prefix=".jaxgbt-", suffix=".tmp", dir=folder)
+    try:
+        with os.fdopen(handle, "wb") as file:
+            file.write(data)
+            file.flush()
+            os.fsync(file.fileno())
+        # mkstemp creates the file private (0600); give it the mode a plain open() would.
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(temporary, 0o666 & ~umask)
+        os.replace(temporary, path)
+    except BaseException:
+        if os.path.exists(temporary):
+            os.unlink(temporary)
+        raise
+
+
+def fail(path, message: str, what: str = "jaxgbt model"):
+    raise ModelFormatError(f"{path} is not a valid {what}: {message}")
+
+
+def read_header(archive: zipfile.ZipFile, path, format_name: str, version: int,
+                what: str = "jaxgbt model") -> dict:
+    """header.json of an archive, checked to be a JSON object of the given format."""
+    try:
+        info = archive.getinfo("header.json")
+    except KeyError:
+        fail(path, "it has no header.json", what)
+    if info.file_size > _HEADER_BYTES:
+        fail(path, f"header.json declares {info.file_size} bytes (limit {_HEADER_BYTES})", what)
+    try:
+        raw = archive.read(info)
+    except Exception as error:  # noqa: BLE001 - bad CRC, bad compression, truncation
+        fail(path, f"header.json could not be read ({type(error).__name__}: {error})", what)
+    try:
+        header = json.loads(raw.decode("utf-8"))
+    except (ValueError, UnicodeDecodeError, RecursionError) as error:
+        fail(path, f"header.json is not JSON ({type(error).__name__}: {error})", what)
+    if not isinstance(header, dict):
+        fail(path, "header.json is not a JSON object", what)
+    if header.get("format") != format_name:
+        fail(path, f"format is {header.get('format')!r}, expected {format_name!r}", what)
+    if header.get("version") != version:
+        fail(path, f"format version {header.get('version')!r} is not supported (this jaxgbt "
+                    f"reads version {version}); load it with the jaxgbt that wrote it", what)
+    return header
+
+
+def header_int(header: dict, key: str, low: int, high: int, path,
+               what: str = "jaxgbt model") -> int:
+    value = header.get(key)
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        fail(path, f"{key}={value!r} must be an integer in [{low}, {high}]", what)
+    return value
+
+
+def read_array(archive: zipfile.ZipFile, name: str, dtype: str, shape: tuple, path,
+               what: str = "jaxgbt model") -> np.ndarray:
+    """One .npy member, read without pickle and checked against dtype and shape."""
+    member = f"{name}.npy"
+    try:
+        info = archive.getinfo(member)
+    except KeyError:
+        fail(path, f"it has no {member}", what)
+    expected_bytes = int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
+    if info.file_size > expected_bytes + _NPY_HEADER_SLACK:
+        fail(path, f"{member} declares {info.file_size} bytes, more than its header allows",
+              what)
+    try:
+        with archive.open(info) as stream:
+            array = np.lib.format.read_array(_io.BytesIO(stream.read()), allow_pickle=False)
+    except Exception as error:  # noqa: BLE001 - any decoding failure is a format error
+        fail(path, f"{member} could not be read ({type(error).__name__}: {error})", what)
+    if str(array.dtype) != dtype or tuple(array.shape) != tuple(shape):
+        fail(path, f"{member} has dtype {array.dtype} and shape {array.shape}; expected "
+                    f"{dtype} and {tuple(shape)}", what)
+    return array
+
+
+
+
+def open_archive(path, what: str = "jaxgbt model") -> zipfile.ZipFile:
+    """The zip archive at ``path``; a missing file raises FileNotFoundError, anything
+    unreadable a ModelFormatError."""
+    try:
+        return zipfile.ZipFile(path)
+    except (zipfile.BadZipFile, OSError, ValueError) as error:
+        if isinstance(error, FileNotFoundError):
+            raise
+        fail(path, f"it is not a readable zip archive ({error})", what)
