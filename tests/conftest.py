@@ -5,6 +5,7 @@ import jax
 jax.config.update("jax_num_cpu_devices", 2)
 jax.config.update("jax_numpy_rank_promotion", "raise")
 
+import chex  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
@@ -23,6 +24,17 @@ def make_regression(seed: int = 0, n_rows: int = N_ROWS):
 def make_binary(seed: int = 0, n_rows: int = N_ROWS):
     X, score = make_regression(seed, n_rows)
     return X, (score > np.median(score)).astype(np.float32)
+
+
+# The arrays of a Booster that decide its predictions.
+MODEL_ARRAYS = ("feature", "threshold", "default_left", "split_gain", "leaf_value",
+                "base_score")
+
+
+def assert_same_model(a, b):
+    """The two models' arrays are equal bit for bit."""
+    chex.assert_trees_all_equal({f: np.asarray(getattr(a, f)) for f in MODEL_ARRAYS},
+                                {f: np.asarray(getattr(b, f)) for f in MODEL_ARRAYS})
 
 
 @pytest.fixture

@@ -17,8 +17,8 @@ from hypothesis import strategies as st
 
 import jaxgbt
 from jaxgbt.data import categorical
-from jaxgbt.io import ModelFormatError
 from jaxgbt.evaluation.metrics import logloss
+from jaxgbt.io import ModelFormatError
 
 pd = pytest.importorskip("pandas")
 

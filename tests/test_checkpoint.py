@@ -8,19 +8,11 @@ import time
 import zipfile
 from pathlib import Path
 
-import numpy as np
 import pytest
-from conftest import SMALL, make_regression
+from conftest import SMALL, assert_same_model, make_regression
 
 import jaxgbt
 from jaxgbt.io import ModelFormatError
-
-FIELDS = ("feature", "threshold", "default_left", "split_gain", "leaf_value", "base_score")
-
-
-def assert_same_model(a, b):
-    for field in FIELDS:
-        np.testing.assert_array_equal(getattr(a, field), getattr(b, field), err_msg=field)
 
 
 def test_resumed_fit_equals_an_uninterrupted_one(tmp_path):

@@ -17,8 +17,8 @@ from test_tree import _assert_same_tree as assert_same_tree
 
 import jaxgbt
 from jaxgbt.core import sampling
-from jaxgbt.data.binning import apply_bins, compute_thresholds
 from jaxgbt.core.tree import grow_depthwise_tree
+from jaxgbt.data.binning import apply_bins, compute_thresholds
 
 _grow = jax.jit(grow_depthwise_tree, static_argnames=("depth", "n_bins", "axis_name"))
 DEPTHWISE = dict(SMALL, grow_policy="depthwise")

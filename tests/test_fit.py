@@ -10,6 +10,8 @@ from conftest import SMALL, make_regression
 import jaxgbt
 from jaxgbt.data import dataset
 from jaxgbt.engine import boosting
+
+
 def _rmse(model, X, y):
     return float(np.sqrt(np.mean((np.asarray(model.predict(X)) - y) ** 2)))
 

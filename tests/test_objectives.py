@@ -12,6 +12,9 @@ from conftest import N_FEATURES, SMALL, make_regression
 
 import jaxgbt
 from jaxgbt import objectives
+from jaxgbt.core.leaves import quantile_leaves
+from jaxgbt.data.validation import check_y
+from jaxgbt.objectives import logistic, resolve, squared_error
 from jaxgbt.objectives.derivatives import (
     grad_hess,
     group_derivatives,
@@ -19,9 +22,6 @@ from jaxgbt.objectives.derivatives import (
     newton_constant,
     row_derivatives,
 )
-from jaxgbt.data.validation import check_y
-from jaxgbt.core.leaves import quantile_leaves
-from jaxgbt.objectives import logistic, resolve, squared_error
 
 CLOSED_FORMS = {
     "squared_error": (squared_error, lambda y, f: f - y, lambda y, f: np.ones_like(f)),

@@ -10,19 +10,19 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 import reference
+from conftest import assert_same_model
 
 import jaxgbt
-from jaxgbt.data.binning import apply_bins, compute_thresholds
-from jaxgbt.engine.boosting import BoostParams, TrainData, train
 from jaxgbt.core.config import BoostConfig
-from jaxgbt.objectives import resolve
 from jaxgbt.core.ordered import leaf_prefix_sums, prefix_leaf_values, row_order
 from jaxgbt.core.sampling import SamplingParams, round_keys, row_multiplier
 from jaxgbt.core.split import SplitParams
+from jaxgbt.data.binning import apply_bins, compute_thresholds
+from jaxgbt.engine.boosting import BoostParams, TrainData, train
+from jaxgbt.objectives import resolve
 
 N_ROWS, N_FEATURES, DEPTH, N_BINS = 300, 5, 3, 16
 ORDERED = dict(n_trees=20, depth=DEPTH, n_bins=N_BINS, learning_rate=0.3, boosting="ordered")
-FIELDS = ("feature", "threshold", "default_left", "split_gain", "leaf_value", "base_score")
 
 
 @pytest.fixture(scope="module")
@@ -33,10 +33,6 @@ def data():
     weight = rng.uniform(0.5, 2.0, N_ROWS).astype(np.float32)
     return X, y.astype(np.float32), weight
 
-
-def assert_same_model(a, b):
-    for field in FIELDS:
-        np.testing.assert_array_equal(getattr(a, field), getattr(b, field), err_msg=field)
 
 
 # The float64 reference -------------------------------------------------------------------

@@ -6,6 +6,8 @@ from conftest import SMALL, make_regression
 
 import jaxgbt
 from jaxgbt.engine import resources
+
+
 def test_estimate_counts_each_part():
     need = resources.estimate_fit_memory(n_rows=1000, n_features=10, n_bins=256, depth=6,
                                          n_outputs=1)

@@ -6,6 +6,7 @@ from conftest import SMALL, make_regression
 
 import jaxgbt
 from jaxgbt.core import sampling
+
 FIELDS = ("feature", "threshold", "default_left", "leaf_value", "base_score")
 
 

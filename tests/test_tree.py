@@ -8,9 +8,9 @@ import reference
 from numpy.testing import assert_allclose, assert_array_equal
 
 import jaxgbt
-from jaxgbt.data.binning import apply_bins, compute_thresholds
 from jaxgbt.core.split import SplitParams
 from jaxgbt.core.tree import grow_tree
+from jaxgbt.data.binning import apply_bins, compute_thresholds
 
 N_ROWS, N_FEATURES, N_BINS, DEPTH = 300, 5, 16, 3
 

@@ -24,9 +24,6 @@ BIN_DTYPE = np.uint8
 # against a float64 reference, and against float64 jaxgbt under jax.enable_x64.
 FLOAT_DTYPE = np.float32
 
-# Node and leaf ids, feature indices, bin indices.
-INDEX_DTYPE = np.int32
-
 MAX_BINS = 256
 MIN_BINS = 3  # two value bins and the missing bin
 MAX_DEPTH = 12  # 4096 leaves; a (F, 2**(D-1), B) histogram per level must fit in memory
