@@ -35,7 +35,7 @@ import jax
 import jax.numpy as jnp
 
 from jaxgbt.core.order import kth_largest
-from jaxgbt.data.validation import is_traced
+from jaxgbt.core.tracing import is_traced
 
 ROW_SAMPLING = ("none", "bernoulli", "poisson", "goss")
 

@@ -9,16 +9,8 @@ import numbers
 import jax
 import numpy as np
 
-try:  # the public name; kept importable across JAX releases
-    from jax.core import Tracer as _Tracer
-except ImportError:  # pragma: no cover - a JAX without jax.core.Tracer
-    from jax._src.core import Tracer as _Tracer
-
 from jaxgbt.core.dtypes import FLOAT_DTYPE, MAX_BINS, MAX_DEPTH, MIN_BINS
-
-
-def is_traced(value) -> bool:
-    return isinstance(value, _Tracer)
+from jaxgbt.core.tracing import is_traced as is_traced
 
 
 def _as_numeric_array(value, name: str) -> np.ndarray:

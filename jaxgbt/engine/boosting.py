@@ -20,7 +20,7 @@ from jax.sharding import PartitionSpec as P
 from jaxgbt.engine.batching import one_model_at_a_time
 from jaxgbt.objectives.derivatives import Derivatives, group_derivatives, row_derivatives
 from jaxgbt.core.dtypes import BIN_DTYPE
-from jaxgbt.data.validation import is_traced
+from jaxgbt.core.tracing import is_traced
 from jaxgbt.core.config import BoostConfig, round_learning_rate
 from jaxgbt.core.leaves import newton_full, quantile_leaves
 from jaxgbt.core.ordered import OrderedMargins, ordered_round
