@@ -19,6 +19,7 @@ import tomllib
 from pathlib import Path
 
 import numpy as np
+from _scores import auc, logloss, rmse
 
 import jaxgbt
 from jaxgbt.datasets import load_lightgbm_binary
@@ -32,24 +33,6 @@ ANCHORS = {"catboost": ("catboost", "CatBoostClassifier", "CatBoostRegressor"),
            "xgboost": ("xgboost", "XGBClassifier", "XGBRegressor"),
            "sklearn-hgb": ("sklearn.ensemble", "HistGradientBoostingClassifier",
                            "HistGradientBoostingRegressor")}
-
-
-def auc(y, score) -> float:
-    """ROC AUC by the Mann-Whitney U statistic; tied scores get their average rank."""
-    _, inverse, counts = np.unique(score, return_inverse=True, return_counts=True)
-    ranks = (np.cumsum(counts) - (counts - 1) / 2)[inverse]
-    positive = y == 1
-    n_pos, n_neg = positive.sum(), (~positive).sum()
-    return float((ranks[positive].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
-
-
-def logloss(y, p) -> float:
-    p = np.clip(np.asarray(p, np.float64), 1e-15, 1 - 1e-15)
-    return float(-np.mean(y * np.log(p) + (1 - y) * np.log1p(-p)))
-
-
-def rmse(y, prediction) -> float:
-    return float(np.sqrt(np.mean((np.asarray(prediction, np.float64) - y) ** 2)))
 
 
 METRICS = {"binary": {"test AUC": auc, "test log loss": logloss}, "regression": {"test RMSE": rmse}}

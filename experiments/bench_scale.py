@@ -46,7 +46,8 @@ import tomllib
 from pathlib import Path
 
 import numpy as np
-from _synthetic import auc, higgs_like
+from _scores import auc
+from _synthetic import higgs_like
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -20,7 +20,8 @@ import tomllib
 
 import jax
 import numpy as np
-from _synthetic import auc, higgs_like
+from _scores import auc
+from _synthetic import higgs_like
 
 import jaxgbt
 

@@ -20,7 +20,8 @@ os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=2")
 
 import jax  # noqa: E402
 import numpy as np  # noqa: E402
-from _synthetic import auc, higgs_like  # noqa: E402
+from _scores import auc
+from _synthetic import higgs_like  # noqa: E402
 
 import jaxgbt  # noqa: E402
 

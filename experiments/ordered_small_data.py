@@ -24,21 +24,13 @@ import tomllib
 from pathlib import Path
 
 import numpy as np
+from _scores import logloss, rmse
 
 import jaxgbt
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED_DATA = ROOT.parent / "shared" / "data"
 MODES = {"plain": "Plain", "ordered": "Ordered"}  # jaxgbt boosting -> CatBoost boosting_type
-
-
-def logloss(y, p) -> float:
-    p = np.clip(np.asarray(p, np.float64), 1e-15, 1 - 1e-15)
-    return float(-np.mean(y * np.log(p) + (1 - y) * np.log1p(-p)))
-
-
-def rmse(y, prediction) -> float:
-    return float(np.sqrt(np.mean((np.asarray(prediction, np.float64) - y) ** 2)))
 
 
 def _codes(column: np.ndarray) -> np.ndarray:

@@ -16,26 +16,13 @@ import tomllib
 from pathlib import Path
 
 import numpy as np
+from _scores import auc, logloss
 
 import jaxgbt
 from jaxgbt.datasets import load_lightgbm_binary
 
 log = logging.getLogger("quickstart")
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def auc(y, score) -> float:
-    """Area under the ROC curve (Mann-Whitney U, tied scores get their average rank)."""
-    _, inverse, counts = np.unique(score, return_inverse=True, return_counts=True)
-    ranks = (np.cumsum(counts) - (counts - 1) / 2)[inverse]
-    positive = np.asarray(y) == 1
-    n_pos, n_neg = positive.sum(), (~positive).sum()
-    return float((ranks[positive].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
-
-
-def logloss(y, p) -> float:
-    p = np.clip(np.asarray(p, np.float64), 1e-15, 1 - 1e-15)
-    return float(-np.mean(y * np.log(p) + (1 - y) * np.log1p(-p)))
 
 
 def scores(library: str, y, p, fit_s: float, note: str = "") -> dict:
