@@ -14,13 +14,3 @@ def higgs_like(n_rows: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
     y = (rng.random(n_rows) < 1 / (1 + np.exp(-score))).astype(np.float32)
     X[rng.random(X.shape) < 0.02] = np.nan
     return X, y
-
-
-def auc(y: np.ndarray, score: np.ndarray) -> float:
-    """ROC AUC from ranks (Mann-Whitney U); the benchmarks' scores have no ties."""
-    order = np.argsort(score, kind="stable")
-    ranks = np.empty(len(score))
-    ranks[order] = np.arange(1, len(score) + 1)
-    positives = y == 1
-    n_pos, n_neg = positives.sum(), (~positives).sum()
-    return float((ranks[positives].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))

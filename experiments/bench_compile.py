@@ -1,6 +1,6 @@
 """First-fit overhead: how long the first fit in a fresh process takes beyond a warm one.
 
-    python experiments/bench_compile.py [--config configs/bench_compile.toml]
+    python experiments/bench_compile.py [--config configs/bench_compile.toml] [--set key=value]
 
 Each configuration runs in its own fresh Python process (so nothing is compiled yet):
 it fits once, then again on the same data, and reports the first fit's extra seconds
@@ -12,17 +12,20 @@ the first on a machine pays. Prints a markdown table (docs/benchmarks.md) and wr
 results.json.
 """
 
-import argparse
 import json
 import os
 import subprocess
 import sys
 import tempfile
 import time
-import tomllib
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from _runner import load_config, output_dir, print_table, write_json
+
+COLUMNS = [("grow_policy", "grow_policy", ""), ("depth", "depth", "d"),
+           ("cache", lambda r: "warm" if r["cache"] else "none", ""),
+           ("first fit s", "first_s", ".2f"), ("warm fit s", "warm_s", ".2f"),
+           ("first-fit overhead s", "overhead_s", ".2f"), ("XLA compilations", "n_compiles", "d"),
+           ("compile s", "compile_s", ".2f")]
 
 
 def one(rows: int, features: int, n_trees: int, depth: int, grow_policy: str) -> dict:
@@ -63,12 +66,9 @@ def fresh_process(arguments: list, cache_dir: str | None) -> dict:
     return json.loads(out.splitlines()[-1])
 
 
-def main(config_path: Path) -> list[dict]:
-    cfg = tomllib.loads(config_path.read_text())
+def main(cfg: dict) -> list[dict]:
     results = []
-    print("| grow_policy | depth | cache | first fit s | warm fit s | first-fit overhead s | "
-          "XLA compilations | compile s |")
-    print("|---|---|---|---|---|---|---|---|")
+    print_table([], COLUMNS)  # the rows follow as each process reports
     caches = [False, True] if cfg.get("persistent_cache") else [False]
     for cached in caches:
         with tempfile.TemporaryDirectory() as cache_dir:
@@ -81,22 +81,13 @@ def main(config_path: Path) -> list[dict]:
                         r = dict(fresh_process(arguments, cache_dir if cached else None),
                                  grow_policy=policy, depth=depth, repeat=repeat, cache=cached)
                         results.append(r)
-                        print(f"| {policy} | {depth} | {'warm' if cached else 'none'} | "
-                              f"{r['first_s']:.2f} | {r['warm_s']:.2f} | {r['overhead_s']:.2f} | "
-                              f"{r['n_compiles']} | {r['compile_s']:.2f} |", flush=True)
-    out_dir = ROOT / cfg["output_dir"]
-    out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / "results.json").write_text(json.dumps(dict(config=cfg, results=results),
-                                                     indent=1))
+                        print_table([r], COLUMNS, header=False)
+    write_json(output_dir(cfg) / "results.json", dict(config=cfg, results=results))
     return results
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--config", type=Path, default=ROOT / "configs/bench_compile.toml")
-    parser.add_argument("--one", help=argparse.SUPPRESS)
-    args = parser.parse_args()
-    if args.one:
-        print(json.dumps(one(*json.loads(args.one))))
+    if sys.argv[1:2] == ["--one"]:  # a measuring process started by fresh_process
+        print(json.dumps(one(*json.loads(sys.argv[2]))))
     else:
-        main(args.config)
+        main(load_config("bench_compile", doc=__doc__))

@@ -1,7 +1,7 @@
 """The histogram's floors: how far one level's histogram is from what bounds it.
 
     python experiments/bench_histogram.py [--config configs/bench_histogram.toml]
-        [--rows 1000000 10000000 ...]
+        [--rows 1000000 10000000 ...] [--set key=value]
 
 A tree of depth D costs about D histograms (one per level), so a level's histogram sets
 the speed of training. On the synthetic HIGGS-like data (experiments/_synthetic.py),
@@ -26,18 +26,23 @@ markdown tables and writes results.json to the config's output_dir:
 Timings are the best of `repeats` calls of a compiled function after one warm-up call.
 """
 
-import argparse
-import json
 import os
-import sys
 import time
-import tomllib
-from pathlib import Path
 
 import numpy as np
+from _runner import load_config, output_dir, print_table, write_json
 from _synthetic import higgs_like
 
-ROOT = Path(__file__).resolve().parents[1]
+LEVEL_COLUMNS = [
+    ("rows", "rows", ","), ("features", "features", "d"), ("level s", "level_s", ".4f"),
+    ("ns per (row, feature)", "ns_per_update", ".2f"),
+    ("bandwidth floor s", "bandwidth_floor_s", ".4f"),
+    ("level / bandwidth floor", lambda r: r["level_s"] / r["bandwidth_floor_s"], ".1f"),
+    ("scatter floor s", "scatter_floor_s", ".4f"),
+    ("level / scatter floor", lambda r: r["level_s"] / r["scatter_floor_s"], ".2f"),
+    ("s/tree (fit)", "tree_s", ".4f"), ("D levels / tree", "histogram_share", ".2f")]
+LAYOUT_COLUMNS = [("updates", "layout", ""), ("ns per update", "ns_per_update", ".2f"),
+                  ("ns per update and model", "ns_per_model_update", ".2f")]
 
 
 def best_seconds(function, *args, repeats: int) -> float:
@@ -152,11 +157,10 @@ def layout_rows(n_rows: int, cfg: dict) -> list[dict]:
     return rows
 
 
-def main(config_path: Path, rows: list[int] | None) -> dict:
+def main(cfg: dict) -> dict:
     import jax
 
-    cfg = tomllib.loads(config_path.read_text())
-    row_counts = rows or cfg["rows"]
+    row_counts = cfg["rows"]
     device = jax.devices()[0]
     bandwidth = copy_bandwidth(cfg["bandwidth_floats"], cfg["repeats"])
     print(f"device: {device.device_kind} ({jax.default_backend()}, {os.cpu_count()} cores "
@@ -164,39 +168,24 @@ def main(config_path: Path, rows: list[int] | None) -> dict:
     print()
     print(f"One level's histogram: {cfg['n_bins']} bins, depth {cfg['depth']}, the "
           f"deepest level's {2 ** (cfg['depth'] - 1)} nodes; warm fits of {cfg['n_trees']} trees")
-    print("| rows | features | level s | ns per (row, feature) | bandwidth floor s | level / "
-          "bandwidth floor | scatter floor s | level / scatter floor | s/tree (fit) | "
-          "D levels / tree |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print_table([], LEVEL_COLUMNS)  # a row follows as each row count is measured
     levels = []
     for n_rows in row_counts:
-        r = level_row(n_rows, cfg, bandwidth)
-        levels.append(r)
-        print(f"| {n_rows:,} | {r['features']} | {r['level_s']:.4f} | {r['ns_per_update']:.2f} | "
-              f"{r['bandwidth_floor_s']:.4f} | {r['level_s'] / r['bandwidth_floor_s']:.1f} | "
-              f"{r['scatter_floor_s']:.4f} | {r['level_s'] / r['scatter_floor_s']:.2f} | "
-              f"{r['tree_s']:.4f} | {r['histogram_share']:.2f} |", flush=True)
+        levels.append(level_row(n_rows, cfg, bandwidth))
+        print_table(levels[-1:], LEVEL_COLUMNS, header=False)
     print()
     print(f"One scatter update against its layout: {max(row_counts):,} rows, one feature, "
           f"{2 ** (cfg['depth'] - 1) * cfg['n_bins']} segments (the shared root: "
           f"{cfg['n_bins']})")
-    print("| updates | ns per update | ns per update and model |")
-    print("|---|---|---|")
     layouts = layout_rows(max(row_counts), cfg)
-    for r in layouts:
-        print(f"| {r['layout']} | {r['ns_per_update']:.2f} | {r['ns_per_model_update']:.2f} |")
+    print_table(layouts, LAYOUT_COLUMNS)
     results = dict(device=str(device.device_kind), backend=jax.default_backend(),
                    jax=jax.__version__, copy_bandwidth_bytes_per_s=bandwidth, config=cfg,
                    levels=levels, layouts=layouts)
-    out = ROOT / cfg["output_dir"]
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "results.json").write_text(json.dumps(results, indent=2))
+    write_json(output_dir(cfg) / "results.json", results)
     return results
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--config", type=Path, default=ROOT / "configs" / "bench_histogram.toml")
-    parser.add_argument("--rows", type=int, nargs="+", help="replaces the config's rows")
-    arguments = parser.parse_args()
-    sys.exit(0 if main(arguments.config, arguments.rows) else 1)
+    main(load_config("bench_histogram", doc=__doc__, overrides={
+        "rows": dict(type=int, nargs="+", help="replace the config's rows")}))

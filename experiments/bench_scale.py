@@ -1,7 +1,7 @@
 """Scaling, memory and prediction: jaxgbt against XGBoost, LightGBM and CatBoost.
 
     python experiments/bench_scale.py [--config configs/bench_scale.toml] [--quick]
-        [--rows 1000000 2000000 ...]
+        [--rows 1000000 2000000 ...] [--set key=value]
 
 On the synthetic HIGGS-like data (experiments/_synthetic.py), with the same trees, depth,
 bins, learning rate and l2 for every library (the anchors with `threads` threads), prints
@@ -26,10 +26,9 @@ four markdown tables and writes results.json to the config's output_dir:
    after it, with the test AUC as a check that every model learned.
 
 `--quick` applies the config's [quick] table (small sizes, a smoke run); `--rows` replaces
-the row counts of table 1. Public jaxgbt API only.
+the row counts of table 1 (after --quick). Public jaxgbt API only.
 """
 
-import argparse
 import ctypes
 import gc
 import importlib
@@ -42,13 +41,12 @@ import subprocess
 import sys
 import tempfile
 import time
-import tomllib
 from pathlib import Path
 
 import numpy as np
-from _synthetic import auc, higgs_like
-
-ROOT = Path(__file__).resolve().parents[1]
+from _runner import load_config, output_dir, print_table, timed, write_json
+from _scores import auc
+from _synthetic import higgs_like
 
 # jax and the libraries are imported inside functions: a --one process imports only the
 # library it measures, so its baseline memory holds nothing else.
@@ -112,12 +110,6 @@ def log(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
-def timed(fn, *args):
-    start = time.perf_counter()
-    result = fn(*args)
-    return result, time.perf_counter() - start
-
-
 def available(cfg) -> list[str]:
     """jaxgbt, then the configured anchors that are installed."""
     names = ["jaxgbt"]
@@ -176,37 +168,35 @@ def scaling_in_depth(cfg, libraries, by_rows) -> dict:
     return by_depth
 
 
-def timing_line(label, timings, libraries) -> str:
-    """One table line: seconds per tree per library, then jaxgbt / the fastest anchor."""
-    per_tree = [timings[name]["per_tree_s"] for name in libraries]
-    fastest = min(per_tree[1:], default=float("nan"))
-    cells = " | ".join(f"{seconds:.4f}" for seconds in per_tree)
-    return f"| {label} | {cells} | {per_tree[0] / fastest:.2f} |"
+def timing_row(label, timings, libraries) -> dict:
+    """One table row: seconds per tree per library, then jaxgbt / the fastest anchor."""
+    per_tree = {name: timings[name]["per_tree_s"] for name in libraries}
+    fastest = min([per_tree[name] for name in libraries[1:]], default=float("nan"))
+    return dict(label=label, **per_tree, ratio=per_tree["jaxgbt"] / fastest)
 
 
-def print_timing_header(first_column, libraries) -> None:
-    print(f"| {first_column} | " + " | ".join(libraries) + " | jaxgbt / fastest anchor |")
-    print("|---" * (len(libraries) + 2) + "|")
+def timing_columns(first_column, libraries) -> list:
+    return [(first_column, "label", ""), *((name, name, ".4f") for name in libraries),
+            ("jaxgbt / fastest anchor", "ratio", ".2f")]
 
 
 def print_rows_table(cfg, libraries, by_rows) -> None:
     print(f"\nSeconds per tree against rows: depth {cfg['depth']}, {cfg['n_trees']} trees, "
           f"{cfg['n_bins']} bins, best of {cfg['repeats']} warm fits")
-    print_timing_header("rows", libraries)
-    for n_rows, timings in by_rows.items():
-        print(timing_line(f"{n_rows:,}", timings, libraries))
+    rows = [timing_row(f"{n_rows:,}", timings, libraries) for n_rows, timings in by_rows.items()]
     fewest, most = min(by_rows), max(by_rows)
-    ratios = [by_rows[most][name]["per_tree_s"] / by_rows[fewest][name]["per_tree_s"]
-              for name in libraries]
-    print(f"| t({most:,}) / t({fewest:,}) | " + " | ".join(f"{r:.2f}" for r in ratios) + " |  |")
+    # Growth from the fewest rows to the most: a ratio, shown with 2 decimals, not 4.
+    rows.append(dict(label=f"t({most:,}) / t({fewest:,})", **{
+        name: f"{by_rows[most][name]['per_tree_s'] / by_rows[fewest][name]['per_tree_s']:.2f}"
+        for name in libraries}))
+    print_table(rows, timing_columns("rows", libraries))
 
 
 def print_depth_table(cfg, libraries, by_depth) -> None:
     print(f"\nSeconds per tree against depth: {cfg['depth_rows']:,} rows, {cfg['n_trees']} trees, "
           f"{cfg['n_bins']} bins, best of {cfg['repeats']} warm fits")
-    print_timing_header("depth", libraries)
-    for depth, timings in by_depth.items():
-        print(timing_line(str(depth), timings, libraries))
+    print_table([timing_row(str(depth), timings, libraries)
+                 for depth, timings in by_depth.items()], timing_columns("depth", libraries))
 
 
 # 3: peak memory, one fresh process per library
@@ -313,13 +303,15 @@ def peak_memory(cfg, libraries) -> dict:
 def print_memory_table(cfg, by_library) -> None:
     print(f"\nPeak RSS of a fresh process: one fit on {cfg['memory_rows']:,} rows, depth "
           f"{cfg['depth']}, {cfg['n_trees']} trees (MiB)")
-    print("| library | baseline (imports + data) | fit peak | fit peak - baseline | "
-          "held after fit (model freed) | held after malloc_trim |")
-    print("|---|---|---|---|---|---|")
-    for name, r in by_library.items():
-        mib = [r["baseline_kib"], r["peak_kib"], r["peak_kib"] - r["baseline_kib"],
-               r["after_fit_kib"] - r["before_fit_kib"], r["after_trim_kib"] - r["before_fit_kib"]]
-        print(f"| {name} | " + " | ".join(f"{kib / 1024:.0f}" for kib in mib) + " |")
+    print_table([dict(r, library=name) for name, r in by_library.items()], [
+        ("library", "library", ""),
+        ("baseline (imports + data)", lambda r: r["baseline_kib"] / 1024, ".0f"),
+        ("fit peak", lambda r: r["peak_kib"] / 1024, ".0f"),
+        ("fit peak - baseline", lambda r: (r["peak_kib"] - r["baseline_kib"]) / 1024, ".0f"),
+        ("held after fit (model freed)",
+         lambda r: (r["after_fit_kib"] - r["before_fit_kib"]) / 1024, ".0f"),
+        ("held after malloc_trim",
+         lambda r: (r["after_trim_kib"] - r["before_fit_kib"]) / 1024, ".0f")])
     jaxgbt = by_library["jaxgbt"]
     print(f"\njaxgbt: {jaxgbt['live_jax_bytes'] / 2**20:.1f} MiB of JAX arrays alive after the "
           "model is freed")
@@ -360,31 +352,18 @@ def print_prediction_table(cfg, by_library) -> None:
     print(f"\nPredicting {cfg['predict_rows']:,} rows (float features): {cfg['predict_trees']} "
           f"trees of depth {cfg['predict_depth']}, warm = best of {cfg['predict_repeats']} "
           "calls after the first")
-    print("| library | first call s | warm s | test AUC | warm / CatBoost warm |")
-    print("|---|---|---|---|---|")
     catboost = by_library.get("catboost", {}).get("warm_s", float("nan"))
-    for name, r in by_library.items():
-        print(f"| {name} | {r['first_call_s']:.3f} | {r['warm_s']:.3f} | {r['test_auc']:.4f} | "
-              f"{r['warm_s'] / catboost:.2f} |")
+    print_table([dict(r, library=name) for name, r in by_library.items()], [
+        ("library", "library", ""), ("first call s", "first_call_s", ".3f"),
+        ("warm s", "warm_s", ".3f"), ("test AUC", "test_auc", ".4f"),
+        ("warm / CatBoost warm", lambda r: r["warm_s"] / catboost, ".2f")])
 
 
 # main
 
 
-def load_config(path: Path, quick: bool, rows: list[int] | None) -> dict:
-    cfg = tomllib.loads(path.read_text())
-    quick_values = cfg.pop("quick", {})
-    if quick:
-        cfg.update(quick_values)
-    if rows:
-        cfg["rows"] = rows
-    return cfg
-
-
 def save(cfg, results) -> None:
-    out_dir = ROOT / cfg["output_dir"]
-    out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / "results.json").write_text(json.dumps(results, indent=1))
+    write_json(output_dir(cfg) / "results.json", results)
 
 
 def main(cfg) -> dict:
@@ -411,14 +390,9 @@ def main(cfg) -> dict:
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--config", type=Path, default=ROOT / "configs/bench_scale.toml")
-    parser.add_argument("--quick", action="store_true", help="apply the config's [quick] table")
-    parser.add_argument("--rows", type=int, nargs="+", help="row counts of the rows table")
-    parser.add_argument("--one", help=argparse.SUPPRESS)
-    args = parser.parse_args()
-    if args.one:
-        one = json.loads(args.one)
+    if sys.argv[1:2] == ["--one"]:  # a measuring process started by fresh_process
+        one = json.loads(sys.argv[2])
         print(json.dumps(memory_one(one["cfg"], one["name"], one["data_dir"])))
     else:
-        main(load_config(args.config, args.quick, args.rows))
+        main(load_config("bench_scale", doc=__doc__, overrides={
+            "rows": dict(type=int, nargs="+", help="row counts of the rows table")}))

@@ -3,6 +3,7 @@ XGBoost and CatBoost, in the same run.
 
     python experiments/bench_sweep.py [--config configs/bench_sweep.toml]
         [--rows 100000 ...] [--members 16 ...] [--n-trees 100] [--anchor-fits 4]
+        [--set key=value]
 
 For every (rows, K): K configurations (learning rate and l2 drawn log-uniformly), the
 same trees, depth and bins for every library. jaxgbt trains all K with one fit_many
@@ -12,15 +13,11 @@ configurations one after another. Times include binning for every library. Print
 markdown table and writes ``results.json`` to the config's output_dir.
 """
 
-import argparse
-import json
-import os
-import time
-import tomllib
-
 import jax
 import numpy as np
-from _synthetic import auc, higgs_like
+from _runner import load_config, output_dir, print_table, timed, write_json
+from _scores import auc
+from _synthetic import higgs_like
 
 import jaxgbt
 
@@ -93,9 +90,9 @@ def sequential(cfg, name, X, y, X_test, y_test, params, n_fits):
     n_fits = n_members if n_fits <= 0 else min(n_fits, n_members)
     seconds, aucs = 0.0, []
     for i in range(n_fits):
-        start = time.perf_counter()
-        predict = FITTERS[name](cfg, X, y, params["learning_rate"][i], params["l2"][i])
-        seconds += time.perf_counter() - start
+        predict, fit_s = timed(FITTERS[name], cfg, X, y, params["learning_rate"][i],
+                               params["l2"][i])
+        seconds += fit_s
         aucs.append(auc(y_test, predict(X_test)))
     return seconds * n_members / n_fits, float(np.mean(aucs)), n_fits
 
@@ -104,12 +101,9 @@ def bench(cfg, n_rows, n_members):
     X, y = higgs_like(n_rows + cfg["test_rows"], cfg["seed"])
     X_train, y_train, X_test, y_test = X[:n_rows], y[:n_rows], X[n_rows:], y[n_rows:]
     params = configurations(cfg, n_members)
-    start = time.perf_counter()
-    fit_many(cfg, X_train, y_train, params, n_trees=1)  # compiles; n_trees does not recompile
-    warm_up = time.perf_counter() - start
-    start = time.perf_counter()
-    models = fit_many(cfg, X_train, y_train, params, n_trees=cfg["n_trees"])
-    seconds = time.perf_counter() - start
+    # The warm-up compiles; a different n_trees does not compile again.
+    _, warm_up = timed(fit_many, cfg, X_train, y_train, params, n_trees=1)
+    models, seconds = timed(fit_many, cfg, X_train, y_train, params, n_trees=cfg["n_trees"])
     scores = np.asarray(jax.jit(jax.vmap(lambda m: m.predict(X_test)))(models))
     rows = [dict(library="jaxgbt fit_many", seconds=seconds, warm_up=warm_up, fits=n_members,
                  auc=float(np.mean([auc(y_test, s) for s in scores])))]
@@ -122,61 +116,53 @@ def bench(cfg, n_rows, n_members):
     for name in names:
         n_fits = cfg["sequential_fits"] if name.startswith("jaxgbt") else cfg["anchor_fits"]
         try:
-            total, mean_auc, timed = sequential(cfg, name, X_train, y_train, X_test, y_test,
-                                                params, n_fits)
+            total, mean_auc, n_timed = sequential(cfg, name, X_train, y_train, X_test, y_test,
+                                                  params, n_fits)
         except ImportError:
             print(f"{name} is not installed; skipped")
             continue
-        rows.append(dict(library=name, seconds=total, warm_up=None, fits=timed, auc=mean_auc))
-        print(f"  {name}: {total:.1f} s for {n_members} models ({timed} timed)", flush=True)
+        rows.append(dict(library=name, seconds=total, warm_up=None, fits=n_timed, auc=mean_auc))
+        print(f"  {name}: {total:.1f} s for {n_members} models ({n_timed} timed)", flush=True)
     return rows
 
 
-def print_table(n_rows, n_members, rows, n_trees):
+def print_results(n_rows, n_members, rows, n_trees):
     anchors = [r["seconds"] for r in rows if not r["library"].startswith("jaxgbt")]
     fastest = min(anchors, default=float("nan"))
     print(f"\n{n_rows:,} rows, K = {n_members} configurations, {n_trees} trees each, "
           f"{jax.device_count()} {jax.default_backend()} device(s)")
-    print("| library | seconds for K models | s per model | warm-up s | mean test AUC "
-          "| ratio to fastest anchor |")
-    print("|---|---|---|---|---|---|")
-    for r in rows:
-        mark = "~" if r["fits"] < n_members else ""
-        warm_up = "" if r["warm_up"] is None else f"{r['warm_up']:.1f}"
-        print(f"| {r['library']} | {mark}{r['seconds']:.1f} | {mark}{r['seconds'] / n_members:.2f} "
-              f"| {warm_up} | {r['auc']:.4f} | {mark}{r['seconds'] / fastest:.2f} |")
+
+    def marked(seconds_to_value, spec):
+        """A cell marked "~" where the seconds were scaled up from fewer fits."""
+        return lambda r: (("~" if r["fits"] < n_members else "")
+                          + format(seconds_to_value(r["seconds"]), spec))
+
+    print_table(rows, [("library", "library", ""),
+                       ("seconds for K models", marked(lambda s: s, ".1f"), ""),
+                       ("s per model", marked(lambda s: s / n_members, ".2f"), ""),
+                       ("warm-up s", "warm_up", ".1f"), ("mean test AUC", "auc", ".4f"),
+                       ("ratio to fastest anchor", marked(lambda s: s / fastest, ".2f"), "")])
     scaled = [f"{r['library']} ({r['fits']} of {n_members})" for r in rows
               if r["fits"] < n_members]
     if scaled:
         print(f"~ scaled to K fits from the first fits timed: {', '.join(scaled)}")
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--config", default=os.path.join(os.path.dirname(__file__), "..",
-                                                         "configs", "bench_sweep.toml"))
-    parser.add_argument("--rows", type=int, nargs="*", help="override the config's rows")
-    parser.add_argument("--members", type=int, nargs="*", help="override the config's K")
-    parser.add_argument("--n-trees", type=int, help="override the config's n_trees")
-    parser.add_argument("--anchor-fits", type=int, help="override the config's anchor_fits")
-    args = parser.parse_args()
-    with open(args.config, "rb") as file:
-        cfg = tomllib.load(file)
-    if args.n_trees is not None:
-        cfg["n_trees"] = args.n_trees
-    if args.anchor_fits is not None:
-        cfg["anchor_fits"] = args.anchor_fits
+def main(cfg: dict) -> list[dict]:
     results = []
-    for n_rows in args.rows or cfg["rows"]:
-        for n_members in args.members or cfg["members"]:
+    for n_rows in cfg["rows"]:
+        for n_members in cfg["members"]:
             rows = bench(cfg, n_rows, n_members)
-            print_table(n_rows, n_members, rows, cfg["n_trees"])
+            print_results(n_rows, n_members, rows, cfg["n_trees"])
             results.append(dict(rows=n_rows, members=n_members, n_trees=cfg["n_trees"],
                                 results=rows))
-    os.makedirs(cfg["output_dir"], exist_ok=True)
-    with open(os.path.join(cfg["output_dir"], "results.json"), "w") as file:
-        json.dump(results, file, indent=1)
+    write_json(output_dir(cfg) / "results.json", results)
+    return results
 
 
 if __name__ == "__main__":
-    main()
+    main(load_config("bench_sweep", doc=__doc__, overrides={
+        "rows": dict(type=int, nargs="+", help="replace the config's rows"),
+        "members": dict(type=int, nargs="+", help="replace the config's K"),
+        "n_trees": dict(type=int, help="replace the config's n_trees"),
+        "anchor_fits": dict(type=int, help="replace the config's anchor_fits")}))

@@ -1,7 +1,7 @@
 """Seconds per tree: jaxgbt against XGBoost, LightGBM and CatBoost in the same run.
 
     python experiments/bench_train.py [--config configs/bench_train.toml] [--rows 200000]
-        [--subsample 0.5]
+        [--subsample 0.5] [--set key=value]
 
 Prints, per row count: compile seconds (first fit minus the best warm fit), seconds per
 tree of the best of `repeats` warm fits (binning included, as the anchors' times include
@@ -11,16 +11,15 @@ probability in every round (jaxgbt `subsample`, XGBoost `subsample`, LightGBM
 `bagging_fraction` with `bagging_freq = 1`, CatBoost's Bernoulli bootstrap).
 """
 
-import argparse
 import os
-import time
-import tomllib
 
 os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=2")
 
 import jax  # noqa: E402
 import numpy as np  # noqa: E402
-from _synthetic import auc, higgs_like  # noqa: E402
+from _runner import load_config, print_table, timed
+from _scores import auc
+from _synthetic import higgs_like  # noqa: E402
 
 import jaxgbt  # noqa: E402
 
@@ -72,12 +71,6 @@ def fit_catboost(cfg, X, y):
     return lambda X_: model.predict_proba(X_)[:, 1]
 
 
-def timed(fn, *args):
-    start = time.perf_counter()
-    result = fn(*args)
-    return result, time.perf_counter() - start
-
-
 def best_of(repeats, fn, *args):
     """The result and the least seconds of `repeats` runs (this VM's timings are noisy)."""
     runs = [timed(fn, *args) for _ in range(repeats)]
@@ -92,8 +85,8 @@ def bench_rows(cfg, n_rows):
         devices = None if variant == "one-device" else "all"
         _, cold = timed(fit_jaxgbt, cfg, X_train, y_train, devices)
         predict, warm = best_of(cfg["repeats"], fit_jaxgbt, cfg, X_train, y_train, devices)
-        results.append((f"jaxgbt ({variant})", warm / cfg["n_trees"], cold - warm,
-                        auc(y_test, predict(X_test))))
+        results.append(dict(library=f"jaxgbt ({variant})", per_tree=warm / cfg["n_trees"],
+                            compile_s=cold - warm, auc=auc(y_test, predict(X_test))))
     fitters = {"xgboost": fit_xgboost, "lightgbm": fit_lightgbm, "catboost": fit_catboost}
     for name in cfg["anchors"]:
         try:
@@ -101,39 +94,29 @@ def bench_rows(cfg, n_rows):
         except ImportError:
             print(f"{name} is not installed; skipped")
             continue
-        results.append((name, seconds / cfg["n_trees"], float("nan"), auc(y_test, predict(X_test))))
+        results.append(dict(library=name, per_tree=seconds / cfg["n_trees"], compile_s=None,
+                            auc=auc(y_test, predict(X_test))))
     return results
 
 
-def print_table(cfg, n_rows, results):
-    anchors = [r for r in results if not r[0].startswith("jaxgbt")]
-    fastest = min((r[1] for r in anchors), default=float("nan"))
+def print_results(cfg, n_rows, results):
+    anchors = [r["per_tree"] for r in results if not r["library"].startswith("jaxgbt")]
+    fastest = min(anchors, default=float("nan"))
     subsample = "" if cfg["subsample"] == 1 else f", subsample {cfg['subsample']}"
     print(f"\n{n_rows:,} rows, {jax.device_count()} {jax.default_backend()} device(s)"
           f"{subsample}")
-    print("| library | s/tree | compile s | test AUC | ratio to fastest anchor |")
-    print("|---|---|---|---|---|")
-    for name, per_tree, compile_s, test_auc in results:
-        compile_text = "" if np.isnan(compile_s) else f"{compile_s:.2f}"
-        print(f"| {name} | {per_tree:.4f} | {compile_text} | {test_auc:.4f} | "
-              f"{per_tree / fastest:.2f} |")
+    print_table(results, [("library", "library", ""), ("s/tree", "per_tree", ".4f"),
+                          ("compile s", "compile_s", ".2f"), ("test AUC", "auc", ".4f"),
+                          ("ratio to fastest anchor", lambda r: r["per_tree"] / fastest, ".2f")])
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--config", default=os.path.join(os.path.dirname(__file__), "..",
-                                                         "configs", "bench_train.toml"))
-    parser.add_argument("--rows", type=int, nargs="*", help="override the config's row counts")
-    parser.add_argument("--subsample", type=float, help="override the config's subsample")
-    args = parser.parse_args()
-    with open(args.config, "rb") as file:
-        cfg = tomllib.load(file)
+def main(cfg: dict) -> None:
     cfg.setdefault("subsample", 1.0)
-    if args.subsample is not None:
-        cfg["subsample"] = args.subsample
-    for n_rows in args.rows or cfg["rows"]:
-        print_table(cfg, n_rows, bench_rows(cfg, n_rows))
+    for n_rows in cfg["rows"]:
+        print_results(cfg, n_rows, bench_rows(cfg, n_rows))
 
 
 if __name__ == "__main__":
-    main()
+    main(load_config("bench_train", doc=__doc__, overrides={
+        "rows": dict(type=int, nargs="+", help="replace the config's row counts"),
+        "subsample": dict(type=float, help="replace the config's subsample")}))

@@ -1,6 +1,7 @@
 """Depthwise trees next to XGBoost at equal depth, and oblivious trees next to CatBoost.
 
 Run: .venv/bin/python experiments/depthwise_xgboost.py [--config configs/depthwise_xgboost.toml]
+     [--set key=value]
 
 ``grow_policy="depthwise"`` grows XGBoost's kind of tree (each node its own split, level
 by level); XGBoost gets the same trees, depth, learning rate, L2 and min_child_weight
@@ -10,19 +11,13 @@ policy changes on each dataset. Data and metrics are those of ``experiments/anch
 (docs/training.md) and writes them to results.json.
 """
 
-import argparse
 import importlib.util
-import json
-import time
-import tomllib
-from pathlib import Path
 
 import numpy as np
-from anchors import DATASETS, METRICS
+from _runner import format_table, load_config, timed
+from anchors import METRICS, run_datasets
 
 import jaxgbt
-
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def fitters(task: str, cfg) -> dict:
@@ -76,9 +71,7 @@ def run_dataset(task: str, data, cfg) -> list[dict]:
     X_train, y_train, X_test, y_test = data
     rows = []
     for name, fit in fitters(task, cfg).items():
-        start = time.perf_counter()
-        predict = fit(X_train, y_train)
-        seconds = time.perf_counter() - start
+        predict, seconds = timed(fit, X_train, y_train)
         prediction = predict(X_test)
         rows.append(dict(library=name, fit_s=seconds,
                          **{m: f(y_test, prediction) for m, f in METRICS[task].items()}))
@@ -87,34 +80,17 @@ def run_dataset(task: str, data, cfg) -> list[dict]:
 
 def markdown(task: str, rows: list[dict]) -> str:
     names = list(METRICS[task])
-    head = ["model", *names, f"{names[0]} vs XGBoost", "first fit s"]
-    lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
     anchor = next((r[names[0]] for r in rows if r["library"] == "xgboost depthwise"), None)
-    for r in rows:
-        versus = "" if anchor is None else f"{r[names[0]] / anchor - 1:+.2%}"
-        lines.append("| " + " | ".join([r["library"], *(f"{r[n]:.4f}" for n in names), versus,
-                                        f"{r['fit_s']:.2f}"]) + " |")
-    return "\n".join(lines)
+    return format_table(rows, [
+        ("model", "library", ""), *((n, n, ".4f") for n in names),
+        (f"{names[0]} vs XGBoost", lambda r: None if anchor is None else r[names[0]] / anchor - 1,
+         "+.2%"),
+        ("first fit s", "fit_s", ".2f")])
 
 
-def main(config_path: Path) -> dict:
-    cfg = tomllib.loads(config_path.read_text())
-    results = {}
-    for name, (task, load) in DATASETS.items():
-        data = load(cfg)
-        if data is None:
-            print(f"\n{name}: data not found; skipped")
-            continue
-        results[name] = run_dataset(task, data, cfg)
-        print(f"\n{name} ({task}; train {len(data[1])} rows, test {len(data[3])} rows)\n")
-        print(markdown(task, results[name]))
-    out = ROOT / cfg["output_dir"]
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "results.json").write_text(json.dumps(dict(config=cfg, results=results), indent=1))
-    return results
+def main(cfg: dict) -> dict:
+    return run_datasets(cfg, run_dataset, markdown)
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--config", type=Path, default=ROOT / "configs/depthwise_xgboost.toml")
-    main(parser.parse_args().config)
+    main(load_config("depthwise_xgboost", doc=__doc__))

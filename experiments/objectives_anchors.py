@@ -2,6 +2,7 @@
 to LightGBM, XGBoost and CatBoost on real data.
 
 Run: .venv/bin/python experiments/objectives_anchors.py [--config configs/objectives_anchors.toml]
+     [--only rank poisson ...] [--set key=value]
 
 Five tasks at the settings of tests/test_objectives_real.py, data from ../shared/data:
 LightGBM's multiclass example (softmax), LightGBM's lambdarank example (NDCG@10),
@@ -13,26 +14,21 @@ ranking and a k-fold ranking comparison (docs/anchors.md); writes them to result
 Public jaxgbt API only.
 """
 
-import argparse
 import functools
 import importlib
 import importlib.util
-import json
 import os
 import statistics
 import time
-import tomllib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NamedTuple
 
 import numpy as np
+from _runner import SHARED_DATA, format_table, load_config, output_dir, write_json
 
 import jaxgbt
 from jaxgbt import metrics
-
-ROOT = Path(__file__).resolve().parents[1]
-SHARED_DATA = ROOT.parent / "shared" / "data"
 
 
 class Entry(NamedTuple):
@@ -387,37 +383,40 @@ def run_task(task: Task, data, cfg) -> list[dict]:
     return rows
 
 
-def versus(task: Task, row: dict, rows: list[dict], metric: str) -> list[str]:
-    cells = []
-    for _, library, objective_name in task.versus:
+def versus(task: Task, rows: list[dict], metric: str, library: str,
+           objective_name: str | None) -> Callable[[dict], float | None]:
+    """A row's ``metric`` against the same l2 and group's row of ``library`` (and
+    ``objective_name``, where not None): a ratio - 1 or, for a task not relative, a
+    difference; None where that library has no such row."""
+    def cell(row):
         anchor = next((r for r in rows if r["l2"] == row["l2"] and r["library"] == library
                        and r["group"] == row["group"]
                        and (objective_name is None or r["objective"] == objective_name)), None)
         if anchor is None:
-            cells.append("")
-        elif task.relative:
-            cells.append(f"{row[metric] / anchor[metric] - 1:+.2%}")
-        else:
-            cells.append(f"{row[metric] - anchor[metric]:+.4f}")
-    return cells
+            return None
+        if task.relative:
+            return row[metric] / anchor[metric] - 1
+        return row[metric] - anchor[metric]
+
+    return cell
 
 
-def number(value: float) -> str:
-    return f"{value:.4f}" if abs(value) >= 0.1 else f"{value:.5f}"
+def number(name: str) -> Callable[[dict], str]:
+    """A score cell: 4 decimals, 5 below 0.1 (deviances and pinball losses are small)."""
+    return lambda r: f"{r[name]:.4f}" if abs(r[name]) >= 0.1 else f"{r[name]:.5f}"
 
 
 def markdown(task: Task, rows: list[dict], repeats: int) -> str:
     names = [k for k in rows[0] if k.startswith("test ")]
     compared = names[-1] if task.score is score_quantile else names[0]
-    head = ["l2", "library", "objective", *names, *(c for c, _, _ in task.versus),
-            "first fit s", f"fit s (median of {repeats})", "fit CPU s"]
-    lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
-    for r in rows:
-        cells = [f"{r['l2']:g}", r["library"], r["objective"], *(number(r[n]) for n in names),
-                 *versus(task, r, rows, compared), f"{r['first_fit_s']:.2f}",
-                 f"{r['fit_s']:.2f}", f"{r['fit_cpu_s']:.2f}"]
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines)
+    return format_table(rows, [
+        ("l2", "l2", "g"), ("library", "library", ""), ("objective", "objective", ""),
+        *((name, number(name), "") for name in names),
+        *((title, versus(task, rows, compared, library, objective_name),
+           "+.2%" if task.relative else "+.4f")
+          for title, library, objective_name in task.versus),
+        ("first fit s", "first_fit_s", ".2f"), (f"fit s (median of {repeats})", "fit_s", ".2f"),
+        ("fit CPU s", "fit_cpu_s", ".2f")])
 
 
 # Extra views: learning curve, seed spread, k-fold ----------------------------------------
@@ -440,15 +439,16 @@ def multiclass_curve(data, cfg) -> str:
                                           for t in range(1, max(points) + 1)],
         "catboost MultiClass": lambda m: list(m.staged_predict_proba(test[0])),
     }
-    lines = ["| l2 | model | " + " | ".join(f"{t} trees" for t in points) + " |",
-             "|" + " --- |" * (2 + len(points))]
+    rows = []
     for l2 in cfg["l2_values"]:
         for entry in multiclass_entries(long):
             name = f"{entry.library} {entry.objective}"
             curve = staged[name](entry.fit(train, l2))
-            losses = [float(metrics.multi_logloss(test[1], curve[t - 1])) for t in points]
-            lines.append(f"| {l2:g} | {name} | " + " | ".join(f"{v:.4f}" for v in losses) + " |")
-    return "\n".join(lines)
+            rows.append(dict(l2=l2, model=name, **{
+                f"{t} trees": float(metrics.multi_logloss(test[1], curve[t - 1]))
+                for t in points}))
+    return format_table(rows, [("l2", "l2", "g"), ("model", "model", ""),
+                               *((f"{t} trees", f"{t} trees", ".4f") for t in points)])
 
 
 def rank_seed_spread(data, cfg) -> str:
@@ -457,8 +457,6 @@ def rank_seed_spread(data, cfg) -> str:
         return "catboost not installed"
     train, test = data
     seeds, l2 = cfg["rank"]["catboost_seeds"], cfg["l2_values"][0]
-    lines = ["| l2 | CatBoost loss | " + " | ".join(f"seed {s}" for s in seeds) + " |",
-             "|" + " --- |" * (2 + len(seeds))]
     scores: dict[str, list[float]] = {}
     for seed in seeds:
         for entry in rank_entries(cfg, catboost_seed=seed):
@@ -466,9 +464,10 @@ def rank_seed_spread(data, cfg) -> str:
                 model = entry.fit(train, l2)
                 scores.setdefault(entry.objective, []).append(
                     float(metrics.ndcg_at(10)(test[1], predict(model, test), group=test[3])))
-    for loss, values in scores.items():
-        lines.append(f"| {l2:g} | {loss} | " + " | ".join(f"{v:.4f}" for v in values) + " |")
-    return "\n".join(lines)
+    rows = [dict(l2=l2, loss=loss, **{f"seed {s}": v for s, v in zip(seeds, values, strict=True)})
+            for loss, values in scores.items()]
+    return format_table(rows, [("l2", "l2", "g"), ("CatBoost loss", "loss", ""),
+                               *((f"seed {s}", f"seed {s}", ".4f") for s in seeds)])
 
 
 def rank_cv(data, cfg) -> str:
@@ -493,13 +492,13 @@ def rank_cv(data, cfg) -> str:
                                               group=parts[1][3]))
             scores.setdefault(f"{entry.library} {entry.objective}", []).append(score)
         print(f"  fold {fold}: done", flush=True)
-    lines = [f"| l2 | model | mean NDCG@10 over {folds} folds | standard error | folds |",
-             "| --- | --- | --- | --- | --- |"]
-    for name, values in scores.items():
-        error = np.std(values, ddof=1) / np.sqrt(len(values))
-        lines.append(f"| {l2:g} | {name} | {np.mean(values):.4f} | {error:.4f} | "
-                     + ", ".join(f"{v:.4f}" for v in values) + " |")
-    return "\n".join(lines)
+    return format_table([dict(l2=l2, model=name, mean=np.mean(values),
+                              error=np.std(values, ddof=1) / np.sqrt(len(values)),
+                              folds=", ".join(f"{v:.4f}" for v in values))
+                         for name, values in scores.items()],
+                        [("l2", "l2", "g"), ("model", "model", ""),
+                         (f"mean NDCG@10 over {folds} folds", "mean", ".4f"),
+                         ("standard error", "error", ".4f"), ("folds", "folds", "")])
 
 
 # task -> (title, function, the config setting that switches it off when empty or 0)
@@ -508,11 +507,10 @@ EXTRAS = {"multiclass": [("learning curve", multiclass_curve, "curve_trees")],
                    ("k-fold", rank_cv, "cv_folds")]}
 
 
-def main(config_path: Path, only: list[str] | None = None) -> dict:
-    cfg = tomllib.loads(config_path.read_text())
+def main(cfg: dict) -> dict:
     results: dict[str, Any] = {}
     for name, task in TASKS.items():
-        if only and name not in only:
+        if cfg.get("only") and name not in cfg["only"]:
             continue
         data = task.load(cfg)
         if data is None:
@@ -532,16 +530,10 @@ def main(config_path: Path, only: list[str] | None = None) -> dict:
             tables[title] = extra(data, cfg)
             print(f"\n{name}, {title}:\n\n{tables[title]}", flush=True)
         results[name] = dict(rows=rows, tables=tables, load=load)
-    out = ROOT / cfg["output_dir"]
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "results.json").write_text(json.dumps(dict(config=cfg, results=results), indent=1))
+    write_json(output_dir(cfg) / "results.json", dict(config=cfg, results=results))
     return results
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--config", type=Path, default=ROOT / "configs/objectives_anchors.toml")
-    parser.add_argument("--only", nargs="*", choices=list(TASKS),
-                        help="run only these tasks (default: all)")
-    args = parser.parse_args()
-    main(args.config, args.only)
+    main(load_config("objectives_anchors", doc=__doc__, overrides={
+        "only": dict(nargs="+", choices=list(TASKS), help="run only these tasks (default: all)")}))

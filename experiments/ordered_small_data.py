@@ -1,6 +1,7 @@
 """Ordered vs plain boosting on small training sets, in jaxgbt and in CatBoost.
 
 Run: .venv/bin/python experiments/ordered_small_data.py [--config configs/ordered_small_data.toml]
+     [--set key=value]
 
 Datasets (../shared/data): adult (logistic loss; categorical columns as integer codes of
 their sorted labels, missing as NaN, so that both libraries see the same numeric
@@ -14,31 +15,18 @@ the larger one shows the overfitting regime). Prints one markdown table
 (docs/training.md) and writes results.json.
 """
 
-import argparse
 import gzip
 import importlib.util
-import json
 import statistics
 import time
-import tomllib
-from pathlib import Path
 
 import numpy as np
+from _runner import SHARED_DATA, format_table, load_config, output_dir, timed, write_json
+from _scores import logloss, rmse
 
 import jaxgbt
 
-ROOT = Path(__file__).resolve().parents[1]
-SHARED_DATA = ROOT.parent / "shared" / "data"
 MODES = {"plain": "Plain", "ordered": "Ordered"}  # jaxgbt boosting -> CatBoost boosting_type
-
-
-def logloss(y, p) -> float:
-    p = np.clip(np.asarray(p, np.float64), 1e-15, 1 - 1e-15)
-    return float(-np.mean(y * np.log(p) + (1 - y) * np.log1p(-p)))
-
-
-def rmse(y, prediction) -> float:
-    return float(np.sqrt(np.mean((np.asarray(prediction, np.float64) - y) ** 2)))
 
 
 def _codes(column: np.ndarray) -> np.ndarray:
@@ -147,9 +135,7 @@ def run(cfg) -> list[dict]:
         metric = logloss if task == "binary" else rmse
         for n_trees in cfg["n_trees"]:
             for (library, mode), fit in fitters(task, cfg, n_trees, seed).items():
-                start = time.perf_counter()
-                model = fit(X, y)
-                seconds = time.perf_counter() - start
+                model, seconds = timed(fit, X, y)
                 rows.append(dict(dataset=dataset, task=task, train_rows=size, n_trees=n_trees,
                                  seed=seed, library=library, mode=mode, seconds=seconds,
                                  score=metric(y_test, predict(model, X_test, task))))
@@ -163,9 +149,7 @@ def _mean_std(values) -> str:
 def markdown(rows: list[dict], n_seeds: int) -> str:
     """One line per (dataset, size, trees, library): plain and ordered test scores (mean
     ± std over seeds), the paired difference ordered - plain, and how often ordered won."""
-    head = ["data (metric)", "train rows", "trees", "library", "plain", "ordered",
-            "ordered - plain (paired)", "ordered better", "fit s plain / ordered (median)"]
-    lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
+    lines = []
     keys = dict.fromkeys((r["dataset"], r["task"], r["train_rows"], r["n_trees"], r["library"])
                          for r in rows)
     for dataset, task, size, n_trees, library in keys:
@@ -179,29 +163,28 @@ def markdown(rows: list[dict], n_seeds: int) -> str:
             seconds[mode] = statistics.median(r["seconds"] for r in picked)
         difference = [o - p for o, p in zip(scores["ordered"], scores["plain"], strict=True)]
         metric = "log loss" if task == "binary" else "RMSE"
-        cells = [f"{dataset} ({metric})", str(size), str(n_trees), library,
-                 _mean_std(scores["plain"]), _mean_std(scores["ordered"]), _mean_std(difference),
-                 f"{sum(d < 0 for d in difference)} of {n_seeds}",
-                 f"{seconds['plain']:.2f} / {seconds['ordered']:.2f}"]
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines)
+        lines.append(dict(data=f"{dataset} ({metric})", size=size, trees=n_trees,
+                          library=library, plain=_mean_std(scores["plain"]),
+                          ordered=_mean_std(scores["ordered"]), difference=_mean_std(difference),
+                          better=f"{sum(d < 0 for d in difference)} of {n_seeds}",
+                          seconds=f"{seconds['plain']:.2f} / {seconds['ordered']:.2f}"))
+    return format_table(lines, [
+        ("data (metric)", "data", ""), ("train rows", "size", "d"), ("trees", "trees", "d"),
+        ("library", "library", ""), ("plain", "plain", ""), ("ordered", "ordered", ""),
+        ("ordered - plain (paired)", "difference", ""), ("ordered better", "better", ""),
+        ("fit s plain / ordered (median)", "seconds", "")])
 
 
-def main(config_path: Path) -> list[dict]:
-    cfg = tomllib.loads(config_path.read_text())
+def main(cfg: dict) -> list[dict]:
     start = time.perf_counter()
     rows = run(cfg)
     print(f"depth {cfg['depth']}, learning rate {cfg['learning_rate']}, l2 {cfg['l2']}; seeds "
           f"{cfg['seeds']}; test log loss or RMSE, mean ± std over seeds; lower is better\n")
     print(markdown(rows, len(cfg["seeds"])))
     print(f"\n({time.perf_counter() - start:.0f} s)")
-    out = ROOT / cfg["output_dir"]
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "results.json").write_text(json.dumps(dict(config=cfg, results=rows), indent=1))
+    write_json(output_dir(cfg) / "results.json", dict(config=cfg, results=rows))
     return rows
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--config", type=Path, default=ROOT / "configs/ordered_small_data.toml")
-    main(parser.parse_args().config)
+    main(load_config("ordered_small_data", doc=__doc__))

@@ -1,52 +1,31 @@
 """Quickstart: jaxgbt on LightGBM's binary example, next to every installed anchor.
 
-Run: .venv/bin/python experiments/quickstart.py [--config configs/quickstart.toml]
+Run: .venv/bin/python experiments/quickstart.py [--config configs/quickstart.toml] [--set key=value]
 Fits jaxgbt and each importable anchor (CatBoost, LightGBM, XGBoost, scikit-learn HGB) with the
 same trees, depth, learning rate and L2; prints test AUC, log loss and fit seconds; saves,
 reloads and checks the jaxgbt model; plots test log loss per round. Public jaxgbt API only.
 """
 
-import argparse
 import contextlib
 import importlib.util
-import json
 import logging
-import time
-import tomllib
 from pathlib import Path
 
 import numpy as np
+from _runner import format_table, load_config, output_dir, timed, write_json
+from _scores import auc, logloss
 
 import jaxgbt
 from jaxgbt.datasets import load_lightgbm_binary
 
 log = logging.getLogger("quickstart")
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def auc(y, score) -> float:
-    """Area under the ROC curve (Mann-Whitney U, tied scores get their average rank)."""
-    _, inverse, counts = np.unique(score, return_inverse=True, return_counts=True)
-    ranks = (np.cumsum(counts) - (counts - 1) / 2)[inverse]
-    positive = np.asarray(y) == 1
-    n_pos, n_neg = positive.sum(), (~positive).sum()
-    return float((ranks[positive].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
-
-
-def logloss(y, p) -> float:
-    p = np.clip(np.asarray(p, np.float64), 1e-15, 1 - 1e-15)
-    return float(-np.mean(y * np.log(p) + (1 - y) * np.log1p(-p)))
+COLUMNS = [("library", "library", ""), ("test AUC", "auc", ".4f"), ("logloss", "logloss", ".4f"),
+           ("fit s", "fit_s", ".2f"), ("note", "note", "")]
 
 
 def scores(library: str, y, p, fit_s: float, note: str = "") -> dict:
     p = np.asarray(p)  # P(y = 1)
     return dict(library=library, auc=auc(y, p), logloss=logloss(y, p), fit_s=fit_s, note=note)
-
-
-def timed(fit, *args):
-    start = time.perf_counter()
-    model = fit(*args)
-    return model, time.perf_counter() - start
 
 
 def fit_jaxgbt(cfg, X, y):
@@ -126,10 +105,8 @@ def plot_curves(curves: dict, path: Path) -> None:
     log.info("saved %s", path)
 
 
-def main(config_path: Path) -> list[dict]:
-    cfg = tomllib.loads(config_path.read_text())
-    out = ROOT / cfg["output_dir"]  # relative to the repository root
-    out.mkdir(parents=True, exist_ok=True)
+def main(cfg: dict) -> list[dict]:
+    out = output_dir(cfg)
     X_train, y_train, X_test, y_test = load_lightgbm_binary()
 
     model, seconds = timed(fit_jaxgbt, cfg, X_train, y_train)
@@ -145,10 +122,8 @@ def main(config_path: Path) -> list[dict]:
         rows.append(scores(name, y_test, fitted.predict_proba(X_test)[:, 1], seconds))
         curves[name] = [logloss(y_test, q) for q in staged(fitted, X_test)]
 
-    log.info("%-12s %9s %9s %8s", "library", "test AUC", "logloss", "fit s")
-    for r in rows:
-        log.info("%-12s %9.4f %9.4f %8.2f  %s", *r.values())
-    (out / "results.json").write_text(json.dumps(dict(config=cfg, results=rows), indent=1))
+    log.info(format_table(rows, COLUMNS))
+    write_json(out / "results.json", dict(config=cfg, results=rows))
     plot_curves(curves, out / "learning_curve.png")
     return rows
 
@@ -156,6 +131,4 @@ def main(config_path: Path) -> list[dict]:
 if __name__ == "__main__":
     logging.basicConfig(format="%(message)s")  # other libraries' loggers stay at WARNING
     log.setLevel(logging.INFO)
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--config", type=Path, default=ROOT / "configs/quickstart.toml")
-    main(parser.parse_args().config)
+    main(load_config("quickstart", doc=__doc__))

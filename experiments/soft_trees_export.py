@@ -1,6 +1,7 @@
 """Gradients, soft trees and export of a boosted model, on LightGBM's binary example.
 
 Run: .venv/bin/python experiments/soft_trees_export.py [--config configs/soft_trees_export.toml]
+     [--set key=value]
 1. jax.grad of the test log loss w.r.t. the leaf values against central finite differences;
 2. soft_predict_raw at falling temperatures against predict_raw (max gap, test AUC);
 3. jaxgbt.export, then a fresh interpreter that imports only jax and numpy reloads the file and
@@ -8,25 +9,21 @@ Run: .venv/bin/python experiments/soft_trees_export.py [--config configs/soft_tr
 Writes results.json. Public jaxgbt API only.
 """
 
-import argparse
-import json
 import logging
 import subprocess
 import sys
 import textwrap
-import time
-import tomllib
 from pathlib import Path
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+from _runner import load_config, output_dir, timed, write_json
 
 import jaxgbt
 from jaxgbt.datasets import load_lightgbm_binary
 
 log = logging.getLogger("soft_trees_export")
-ROOT = Path(__file__).resolve().parents[1]
 
 FRESH_PROCESS = textwrap.dedent("""
     import sys, time
@@ -91,9 +88,7 @@ def soft_limit(model, X, y, scale: np.ndarray, temperatures: list[float],
 
 
 def export_check(model, X, out: Path) -> dict:
-    start = time.perf_counter()
-    path = jaxgbt.export(model, out / "model.stablehlo")
-    seconds = time.perf_counter() - start
+    path, seconds = timed(jaxgbt.export, model, out / "model.stablehlo")
     np.save(out / "X_test.npy", X)
     result = subprocess.run([sys.executable, "-c", FRESH_PROCESS, str(out / "X_test.npy"),
                              str(path), str(out / "exported_raw.npy")],
@@ -110,10 +105,8 @@ def export_check(model, X, out: Path) -> dict:
     return row
 
 
-def main(config_path: Path) -> dict:
-    cfg = tomllib.loads(config_path.read_text())
-    out = ROOT / cfg["output_dir"]
-    out.mkdir(parents=True, exist_ok=True)
+def main(cfg: dict) -> dict:
+    out = output_dir(cfg)
     X_train, y_train, X_test, y_test = load_lightgbm_binary()
     model = jaxgbt.fit("logistic", X_train, y_train, n_trees=cfg["n_trees"], depth=cfg["depth"],
                        learning_rate=cfg["learning_rate"], l2=cfg["l2"], seed=cfg["seed"])
@@ -129,13 +122,11 @@ def main(config_path: Path) -> dict:
         soft=soft_limit(model, X_test, y_test, X_train.std(axis=0), cfg["temperatures"],
                         tied),
         export=export_check(model, X_test, out))
-    (out / "results.json").write_text(json.dumps(results, indent=1))
+    write_json(out / "results.json", results)
     return results
 
 
 if __name__ == "__main__":
     logging.basicConfig(format="%(message)s")
     log.setLevel(logging.INFO)
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--config", type=Path, default=ROOT / "configs/soft_trees_export.toml")
-    main(parser.parse_args().config)
+    main(load_config("soft_trees_export", doc=__doc__))

@@ -1,0 +1,168 @@
+"""What every experiment script does around its measurement: read its config, make its
+output folder, time calls, print tables and write results.json.
+
+A script reads ``configs/<name>.toml`` with ``load_config(name, doc=__doc__)``; on the
+command line ``--config PATH`` picks another file, ``--quick`` applies the file's
+``[quick]`` table (where it has one) and ``--set key=value`` replaces any one value, so
+that a small run needs no edited copy of the file::
+
+    python experiments/bench_train.py --set rows=[2000] --set n_trees=5 --set anchors=[]
+"""
+
+import argparse
+import json
+import math
+import time
+import tomllib
+from collections.abc import Callable, Mapping, Sequence
+from numbers import Number
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]  # config and output paths are relative to it
+SHARED_DATA = ROOT.parent / "shared" / "data"  # real datasets, next to the repository
+
+# (header, the row's key or a function of the row, format spec of the value)
+Column = tuple[str, str | Callable[[dict], Any], str]
+
+
+def load_config(default_name: str, argv: Sequence[str] | None = None, *, doc: str = "",
+                overrides: Mapping[str, Mapping[str, Any]] | None = None) -> dict:
+    """Reads an experiment's TOML config with the command line's changes applied.
+
+    The changes apply in this order: the ``[quick]`` table (``--quick``), then the
+    script's own options (``overrides``), then each ``--set`` in turn.
+
+    Args:
+      default_name: the config read without ``--config``: ``configs/<default_name>.toml``.
+      argv: the command-line arguments; None reads ``sys.argv[1:]``.
+      doc: the script's docstring; its first line is the description ``--help`` shows.
+      overrides: shortcuts for values changed often: config key -> ``argparse``
+        keyword arguments of the option ``--key`` (underscores as dashes); a given
+        option replaces the key's value.
+
+    Returns:
+      The config as a dict, without its ``[quick]`` table.
+    """
+    parser = argparse.ArgumentParser(description=doc.strip().splitlines()[0] if doc else None)
+    parser.add_argument("--config", type=Path, default=ROOT / "configs" / f"{default_name}.toml",
+                        help="the TOML config (default: %(default)s)")
+    parser.add_argument("--quick", action="store_true",
+                        help="apply the config's [quick] table, where it has one (small sizes, a "
+                             "smoke run)")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="replace one config value, written in TOML (a value that is not "
+                             "TOML is taken as a string); dots reach into tables: "
+                             "--set rows=[1000] --set boost.n_trees=5; may be repeated")
+    for key, kwargs in (overrides or {}).items():
+        parser.add_argument(f"--{key.replace('_', '-')}", dest=key, default=argparse.SUPPRESS,
+                            **kwargs)
+    args = parser.parse_args(argv)
+    cfg = tomllib.loads(args.config.read_text())
+    quick = cfg.pop("quick", None)
+    if args.quick:
+        if quick is None:
+            parser.error(f"--quick: {args.config} has no [quick] table")
+        cfg.update(quick)
+    for key in overrides or {}:
+        if key in args:
+            cfg[key] = getattr(args, key)
+    for assignment in args.set:
+        _set(cfg, assignment, parser, args.config)
+    return cfg
+
+
+def _set(cfg: dict, assignment: str, parser: argparse.ArgumentParser, path: Path) -> None:
+    """Applies one ``--set key=value``; a key the config lacks is an error, so that a
+    misspelt key cannot leave the full-size value in place unnoticed."""
+    key, equals, text = assignment.partition("=")
+    if not equals:
+        parser.error(f"--set {assignment}: write KEY=VALUE, for example --set n_trees=10")
+    *tables, name = key.strip().split(".")
+    table = cfg
+    for part in tables:
+        table = table.get(part)
+        if not isinstance(table, dict):
+            parser.error(f"--set {assignment}: {path} has no table {part!r}")
+    if name not in table:
+        parser.error(f"--set {assignment}: {path} has no key {key.strip()!r}; it has "
+                     + ", ".join(sorted(table)))
+    try:
+        table[name] = tomllib.loads(f"value = {text}")["value"]
+    except tomllib.TOMLDecodeError:
+        table[name] = text
+
+
+def output_dir(cfg: dict) -> Path:
+    """The config's ``output_dir`` (relative to the repository root), created if missing."""
+    path = ROOT / cfg["output_dir"]
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def timed(fn: Callable, *args, **kwargs) -> tuple[Any, float]:
+    """``fn(*args, **kwargs)`` and its wall-clock seconds."""
+    start = time.perf_counter()
+    result = fn(*args, **kwargs)
+    return result, time.perf_counter() - start
+
+
+def format_table(rows: Sequence[dict], columns: Sequence[Column], *,
+                 header: bool = True) -> str:
+    """A markdown table with padded cells, readable as text too.
+
+    Each column is ``(header, key, spec)``: a row's cell is ``format(row[key], spec)``,
+    or ``format(key(row), spec)`` where key is a function; a string is shown as it is,
+    None and NaN as an empty cell. A column that holds a number is aligned right.
+    ``header=False`` gives the rows alone, for a table printed one row at a time under
+    ``format_table([], columns)``.
+    """
+    values = [[key(row) if callable(key) else row.get(key) for _, key, _ in columns]
+              for row in rows]
+    cells = [[_cell(value, spec) for value, (_, _, spec) in zip(line, columns, strict=True)]
+             for line in values]
+    # At least 3 wide: a markdown delimiter row wants 3 dashes a cell.
+    widths = [max([3, len(title), *(len(line[j]) for line in cells)])
+              for j, (title, _, _) in enumerate(columns)]
+    right = [any(isinstance(line[j], Number) and not isinstance(line[j], bool)
+                 for line in values) for j in range(len(columns))]
+    lines = []
+    if header:
+        lines.append(_line([title for title, _, _ in columns], widths, [False] * len(columns)))
+        lines.append(_line(["-" * width for width in widths], widths, [False] * len(columns)))
+    lines += [_line(texts, widths, right) for texts in cells]
+    return "\n".join(lines)
+
+
+def print_table(rows: Sequence[dict], columns: Sequence[Column], *, header: bool = True) -> None:
+    """Prints ``format_table(rows, columns, header=header)``, flushed so that a long run
+    shows each table (or row) as soon as it is measured."""
+    print(format_table(rows, columns, header=header), flush=True)
+
+
+def _cell(value, spec: str) -> str:
+    if value is None or (isinstance(value, float | np.floating) and math.isnan(value)):
+        return ""
+    return value if isinstance(value, str) else format(value, spec)
+
+
+def _line(texts: Sequence[str], widths: Sequence[int], right: Sequence[bool]) -> str:
+    padded = [text.rjust(width) if r else text.ljust(width)
+              for text, width, r in zip(texts, widths, right, strict=True)]
+    return "| " + " | ".join(padded) + " |"
+
+
+def write_json(path: Path, obj) -> Path:
+    """Writes ``obj`` as indented JSON; NumPy scalars and arrays become numbers and lists."""
+    path.write_text(json.dumps(obj, indent=1, default=_plain))
+    return path
+
+
+def _plain(value):
+    if isinstance(value, np.generic | np.ndarray):
+        return value.tolist()
+    if isinstance(value, Path):
+        return str(value)
+    raise TypeError(f"{type(value).__name__} is not JSON serializable: {value!r}")
