@@ -14,10 +14,6 @@ from jaxgbt.model import Booster
 from jaxgbt.objectives import Objective, resolve
 from jaxgbt.sweeps import member_rows, vmapped_fit
 
-# Built-in objectives whose labels are classes: cv stratifies their folds by default.
-_CLASSIFICATION = ("logistic", "softmax", "focal", "exponential")
-
-
 class CVResult(NamedTuple):
     """What ``cv`` returns.
 
@@ -66,7 +62,8 @@ def cv(loss: "str | Objective | Callable", X, y, *, n_folds: int = 5,
       loss, X, y: as for ``jaxgbt.fit``.
       n_folds: K >= 2.
       stratified: keep each class's share equal across folds; default: True for the
-        classification objectives (logistic, softmax, focal, exponential).
+        objectives whose labels are classes (``Objective.classification``: logistic,
+        softmax, focal, exponential).
       group: query ids (ranking): passed to ``fit``, and a query's rows stay in one
         fold (folds then balance row counts over whole queries).
       folds: i32[N] fold ids in [0, n_folds) to use instead of drawing them.
@@ -97,7 +94,7 @@ def cv(loss: "str | Objective | Callable", X, y, *, n_folds: int = 5,
     if folds is None:
         labels = None
         if stratified is None:
-            stratified = group is None and objective.name.partition("@")[0] in _CLASSIFICATION
+            stratified = group is None and objective.classification
         if stratified:
             if group is not None:
                 raise ValueError("cv: stratified=True and group= together are not supported; "

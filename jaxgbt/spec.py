@@ -88,7 +88,7 @@ def loss_kind(objective: Objective, group) -> LossKind:
             raise ValueError(f"group= does not apply to loss {objective.name!r}, which couples "
                              "all rows; drop it.")
         return "dataset"
-    if objective.kind == "group" or (group is not None and objective.name.startswith("custom:")):
+    if objective.kind == "group" or (group is not None and objective.custom):
         if group is None:
             raise ValueError(f"loss {objective.name!r} ranks rows within queries: pass group= "
                              "(one query id per row).")
@@ -109,8 +109,9 @@ def outputs(objective: Objective, y, n_outputs, kind: LossKind) -> tuple[int, bo
         if n_outputs is not None and n_outputs != inferred:
             raise ValueError(f"n_outputs={n_outputs} but loss {objective.name!r} reads "
                              f"{inferred} outputs from y; drop n_outputs.")
-        if inferred < 2 and objective.name == "softmax":
-            raise ValueError("softmax needs at least 2 classes in y; got only class 0.")
+        if objective.min_classes is not None and inferred < objective.min_classes:
+            raise ValueError(f"{objective.name} needs at least {objective.min_classes} "
+                             f"classes in y; got only {inferred}.")
         return inferred, True
     if n_outputs is not None and kind != "row":
         raise ValueError(f"n_outputs applies to per-row losses; {objective.name!r} has one score "

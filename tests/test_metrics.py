@@ -11,8 +11,9 @@ import numpy as np
 import pytest
 from sklearn import metrics as skm
 
-from jaxgbt import metrics
+from jaxgbt import metrics, objectives
 from jaxgbt.evaluation.metrics import QueryLayout, query_layout
+from jaxgbt.objectives.naming import Family, parse
 
 N = 300  # one row count for most tests, so op-by-op dispatch reuses its compiled kernels
 RTOL = 1e-5
@@ -378,14 +379,72 @@ def test_get_resolves_names_and_parameters():
 
 @pytest.mark.parametrize("name,message", [
     ("rsme", r"unknown metric 'rsme'; known metrics: accuracy, auc, .*rmse.*ndcg@k"),
-    ("ndcg@ten", r"cannot read 'ten'; write it as ndcg@k .*Known metrics: accuracy"),
-    ("ndcg@0", r"k=0 is the number of top positions"),
-    ("pinball@1.5", r"alpha=1.5 is a quantile level"),
-    ("tweedie@0.5", r"power=0.5 is in \(0, 1\)"),
+    ("ndcg@ten", r"metric 'ndcg@ten': cannot read 'ten'; write it as ndcg@k \(k an integer"),
+    ("ndcg@", r"metric 'ndcg@': cannot read ''"),
+    ("ndcg@0", r"metric 'ndcg@0': ndcg_at: k=0 is the number of top positions"),
+    ("pinball@1.5", r"metric 'pinball@1.5': pinball: alpha=1.5 is a quantile level"),
+    ("tweedie@0.5", r"metric 'tweedie@0.5': tweedie_deviance: power=0.5 is in \(0, 1\)"),
+    ("pinball", r"unknown metric 'pinball'"),  # no bare form: alpha has no default
 ])
 def test_bad_names_raise_with_the_known_names(name, message):
     with pytest.raises(ValueError, match=message):
         metrics.get(name)
+
+
+# Metrics and objectives read "base@value" with one parser (jaxgbt.objectives.naming).
+
+
+@pytest.mark.parametrize("text", ["high", "", "0.9@1", "0,9"])
+def test_objectives_and_metrics_refuse_an_unreadable_value_alike(text):
+    with pytest.raises(ValueError) as objective_error:
+        objectives.resolve(f"quantile@{text}")
+    with pytest.raises(ValueError) as metric_error:
+        metrics.get(f"pinball@{text}")
+    assert str(objective_error.value) == (
+        f"loss='quantile@{text}': cannot read {text!r}; write it as quantile@alpha "
+        "(0 < alpha < 1).")
+    assert str(metric_error.value) == (
+        f"metric 'pinball@{text}': cannot read {text!r}; write it as pinball@alpha "
+        "(alpha in [0, 1]).")
+    assert objectives.by_name(f"quantile@{text}") is None  # a saved name that cannot load
+
+
+def test_objectives_and_metrics_name_the_name_for_a_value_out_of_range():
+    with pytest.raises(ValueError, match=r"^loss='quantile@1.5': quantile alpha=1.5 must lie"):
+        objectives.resolve("quantile@1.5")
+    with pytest.raises(ValueError, match=r"^metric 'pinball@1.5': pinball: alpha=1.5 is a"):
+        metrics.get("pinball@1.5")
+    with pytest.raises(ValueError, match=r"^loss='tweedie@0.5': tweedie power=0.5 must lie"):
+        objectives.resolve("tweedie@0.5")
+    with pytest.raises(ValueError, match=r"^metric 'tweedie@0.5': tweedie_deviance: power"):
+        metrics.get("tweedie@0.5")
+
+
+@pytest.mark.parametrize("text", ["0.9", "0.90", "9e-1", " 0.9"])
+def test_objectives_and_metrics_read_the_same_values(text):
+    objective = objectives.resolve(f"quantile@{text}")
+    assert objective is objectives.quantile(0.9) and objective.leaf_quantile == 0.9
+    assert metrics.get(f"pinball@{text}") is metrics.pinball(0.9)
+    assert metrics.get(objective.metric) is metrics.pinball(0.9)  # its default metric
+
+
+def test_the_shared_parser():
+    families = {"scaled": Family(lambda v: ("scaled", v), float, "scaled@x (x > 0)", 1.0),
+                "top": Family(lambda k: ("top", k), int, "top@k")}
+    assert parse("scaled@2.5", families, "thing ") == ("scaled", 2.5)
+    assert parse("scaled", families, "thing ") == ("scaled", 1.0)  # the bare default
+    assert parse("top@3", families, "thing ") == ("top", 3)
+    assert parse("top", families, "thing ") is None  # no default: not a name of the family
+    assert parse("other@3", families, "thing ") is None
+    with pytest.raises(ValueError, match=r"^thing 'top@3.5': cannot read '3.5'; write it as "
+                                         r"top@k\.$"):
+        parse("top@3.5", families, "thing ")
+
+    def refuse(value):
+        raise ValueError(f"value={value} is too large.")
+
+    with pytest.raises(ValueError, match=r"^x='big@9': value=9.0 is too large\.$"):
+        parse("big@9", {"big": Family(refuse, float, "big@v")}, "x=")
 
 
 def test_non_callable_raises_type_error():

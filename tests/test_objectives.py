@@ -14,7 +14,9 @@ import jaxgbt
 from jaxgbt import objectives
 from jaxgbt.core.leaves import quantile_leaves
 from jaxgbt.data.validation import check_y
-from jaxgbt.objectives import logistic, resolve, squared_error
+from jaxgbt.evaluation import metrics
+from jaxgbt.evaluation.evaluator import default_metric
+from jaxgbt.objectives import logistic, logistic_loss, resolve, squared_error
 from jaxgbt.objectives.derivatives import (
     grad_hess,
     group_derivatives,
@@ -437,7 +439,7 @@ def _cox_checks(y, f):
     gradient by central differences, and g, h by the path fit takes (one group holding
     every row, curvature "fisher")."""
     mask = jnp.ones(f.shape[0], bool)
-    closed = objectives._cox_curvature(y, f, mask)
+    closed = objectives.cox.fisher(y, f, mask)
     autodiff_h = jnp.diagonal(jax.hessian(objectives.cox_loss, argnums=1)(y, f, mask))
     autodiff_g = jax.grad(objectives.cox_loss, argnums=1)(y, f, mask)
     eps = 1e-6
@@ -480,7 +482,7 @@ def _cox_reference(time, event, f):
 @jax.jit
 def _cox_loss_g_h(y, f, mask):
     return (objectives.cox_loss(y, f, mask), jax.grad(objectives.cox_loss, argnums=1)(y, f, mask),
-            objectives._cox_curvature(y, f, mask))
+            objectives.cox.fisher(y, f, mask))
 
 
 def test_cox_equals_a_breslow_loop_and_masked_rows_are_dropped():
@@ -887,12 +889,152 @@ def test_group_errors():
 @pytest.mark.parametrize("name, message", [
     ("quantile@1.5", r"loss='quantile@1.5': quantile alpha=1.5 must lie in \(0, 1\)"),
     ("tweedie@2.5", r"tweedie power=2.5 must lie in \(1, 2\)"),
-    ("aft_weibull", "distribution='weibull': use 'normal' or 'logistic'"),
-    ("quantile@high", "loss='quantile@high'"),
+    ("aft_weibull", "loss='aft_weibull' is not a built-in objective.*aft_logistic@sigma"),
+    ("quantile@high", r"loss='quantile@high': cannot read 'high'; write it as quantile@alpha"),
+    ("quantile@", r"loss='quantile@': cannot read ''"),
+    ("aftermath", "loss='aftermath' is not a built-in objective"),
 ])
 def test_bad_objective_parameters_are_rejected(name, message):
     with pytest.raises(ValueError, match=message):
         resolve(name)
+
+
+# =======================================================================================
+# Objectives as values: callable, the facts other modules read, found again by name.
+
+_ROWS = 4  # rows of the one query (or data set) that group and data-set losses see
+# Arguments of one call of the loss, by kind of labels (see BUILTINS).
+_CALL_ARGS = {
+    "regression": (1.0, 0.3), "heteroscedastic": (1.0, 0.3), "binary": (1.0, 0.3),
+    "counts": (3.0, 0.3), "positive": (2.0, 0.3), "tweedie": (2.0, 0.3),
+    "classes": (2.0, [0.1, -0.3, 0.4]), "multi": ([1.0, -1.0], [0.5, 0.2]),
+    "interval": ([1.5, 2.5], 0.2),
+    "survival": ([[2.0, 1.0], [1.0, 0.0], [3.0, 1.0], [1.5, 1.0]], [0.3, -0.2, 0.1, 0.5],
+                 [True, True, True, False]),
+    "relevance": ([2.0, 0.0, 1.0, 0.0], [0.3, -0.2, 0.1, 0.5], [True, True, True, False]),
+}
+
+
+@pytest.mark.parametrize("name", list(BUILTINS))
+def test_builtin_objective_is_callable_and_calls_its_loss(name):
+    objective = resolve(name)
+    args = [jnp.asarray(a) for a in _CALL_ARGS[BUILTINS[name][0]]]
+    value = objective(*args)
+    assert value.shape == ()
+    np.testing.assert_array_equal(value, objective.loss(*args))
+    if objective.kind == "row":  # vmap and grad take the objective itself
+        y, f = (jnp.stack([a, a]) for a in args)
+        np.testing.assert_array_equal(jax.vmap(objective)(y, f), jax.vmap(objective.loss)(y, f))
+        np.testing.assert_array_equal(jax.grad(objective, argnums=1)(*args),
+                                      jax.grad(objective.loss, argnums=1)(*args))
+
+
+def test_objective_call_example_and_loaded_custom_objective():
+    np.testing.assert_allclose(objectives.logistic(1.0, 0.0), np.log(2.0), rtol=1e-6)
+    loaded = objectives.Objective("custom:my_loss", loss=None)  # as load() rebuilds it
+    with pytest.raises(TypeError, match="'custom:my_loss' has no loss function"):
+        loaded(1.0, 0.0)
+
+
+# name -> (classification, min_classes, metric): what cv, fit and the evaluator read.
+FACTS = {
+    "squared_error": (False, None, "rmse"),
+    "absolute_error": (False, None, "mae"),
+    "huber": (False, None, "mae"),
+    "pseudo_huber": (False, None, "mae"),
+    "quantile@0.9": (False, None, "pinball@0.9"),
+    "logistic": (True, None, "logloss"),
+    "softmax": (True, 2, "multi_logloss"),
+    "multi_squared_error": (False, None, "rmse"),
+    "poisson": (False, None, "poisson_deviance"),
+    "gamma": (False, None, "gamma_deviance"),
+    "tweedie@1.5": (False, None, "tweedie@1.5"),
+    "exponential": (True, None, "logloss"),
+    "focal": (True, None, "logloss"),
+    "aft_normal": (False, None, None),
+    "aft_logistic": (False, None, None),
+    "cox": (False, None, "concordance_index"),
+    "pairwise_logistic": (False, None, "ndcg@10"),
+    "lambdarank_ndcg": (False, None, "ndcg@10"),
+    "listwise_softmax": (False, None, "ndcg@10"),
+    # Other parameters of the families: the value goes into the metric's name.
+    "quantile": (False, None, "pinball@0.5"),
+    "quantile@0.25": (False, None, "pinball@0.25"),
+    "tweedie@1.2": (False, None, "tweedie@1.2"),
+    "huber@2": (False, None, "mae"),
+    "focal@0.5": (True, None, "logloss"),
+    "aft_logistic@2": (False, None, None),
+}
+
+
+@pytest.mark.parametrize("name", list(FACTS))
+def test_builtin_objective_facts(name):
+    objective = resolve(name)
+    classification, min_classes, metric = FACTS[name]
+    assert objective.custom is False
+    assert objective.classification is classification
+    assert objective.min_classes == min_classes
+    assert objective.metric == metric
+    chosen = default_metric(objective, objective.n_outputs is not None, objective.kind == "group")
+    if metric is None:  # judged by its own loss, or by ndcg@10 with group=
+        assert chosen.name == "loss" and chosen.on_margin
+        assert default_metric(objective, False, grouped=True) is metrics.get("ndcg@10")
+    else:
+        assert chosen is metrics.get(metric)
+
+
+def test_every_builtin_has_its_facts_checked():
+    assert set(BUILTINS) <= set(FACTS)
+
+
+def test_custom_loss_facts():
+    def my_loss(y, f):
+        return (f - y) ** 2
+
+    custom = resolve(my_loss)
+    assert (custom.name, custom.custom, custom.classification, custom.min_classes,
+            custom.metric) == ("custom:my_loss", True, False, None, None)
+    assert resolve(my_loss, link=jnp.exp).custom  # a link keeps every other fact
+    assert resolve(custom) is custom  # fit_many and cv hand fit the resolved objective
+    # An Objective built by hand is taken as given: not "custom" (a per-row loss).
+    mine = objectives.Objective("mine", my_loss, classification=True, metric="auc")
+    assert resolve(mine) is mine and not mine.custom
+    assert default_metric(mine, False, False) is metrics.auc
+    linked = resolve("logistic", link=jnp.exp)
+    assert linked.link is jnp.exp and linked.classification and linked.metric == "logloss"
+    assert default_metric(custom, False, False).name == "loss"
+    assert default_metric(custom, False, True) is metrics.get("ndcg@10")
+
+
+def test_objective_stays_a_hashable_tuple_and_is_found_again_by_name():
+    q = resolve("quantile@0.9")
+    assert q is objectives.quantile(0.9) and q == objectives.quantile(0.9)
+    assert hash(q) == hash(objectives.quantile(0.9))
+    moved = q._replace(link=jnp.exp)
+    assert moved != q and moved.metric == q.metric and moved.leaf_quantile == 0.9
+    assert isinstance(q, tuple) and len(q) == len(objectives.Objective._fields)
+
+    @functools.partial(jax.jit, static_argnums=0)
+    def total(objective, y, f):
+        return jnp.sum(jax.vmap(objective)(y, f))
+
+    y, f = jnp.array([0.0, 1.0, 1.0]), jnp.array([0.3, -1.0, 2.0])
+    np.testing.assert_allclose(total(objectives.logistic, y, f),
+                               jnp.sum(jax.vmap(logistic_loss)(y, f)), rtol=1e-6)
+    total(q, y, f)
+    total(resolve("logistic"), y, f)
+    assert total._cache_size() == 2  # equal objectives share one compiled program
+    # A saved model stores the name; loading finds the very same object again.
+    for name in list(BUILTINS) + list(FACTS):
+        objective = resolve(name)
+        assert objectives.by_name(objective.name) is objective
+
+
+def test_bare_family_names_are_their_default_value():
+    assert resolve("quantile") is resolve("quantile@0.5") is objectives.quantile(0.5)
+    assert resolve("aft") is resolve("aft_normal@1") is objectives.aft("normal", 1.0)
+    assert objectives.by_name("aftermath") is None  # no longer an AFT by its prefix
+    assert objectives.by_name("quantile@") is None
 
 
 # =======================================================================================

@@ -420,7 +420,7 @@ def statistic_targets(y, objective, vector_output: bool, n_outputs: int):
     if isinstance(y, dict):
         return None, "y is a dict of arrays (a structured label)."
     y = np.asarray(y, np.float64)
-    if objective.name == "softmax":  # one statistic per class: P(class k | category)
+    if objective.classification and vector_output:  # per class: P(class k | category)
         return (y[:, None] == np.arange(n_outputs)[None, :]).astype(np.float64), None
     if y.ndim == 1 and not vector_output:
         targets = y[:, None]

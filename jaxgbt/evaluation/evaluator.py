@@ -72,26 +72,11 @@ def loss_metric(loss: Callable, vector_output: bool) -> Callable:
     return mean_loss
 
 
-_DEFAULT_METRIC = {"squared_error": "rmse", "multi_squared_error": "rmse",
-                   "absolute_error": "mae", "logistic": "logloss", "exponential": "logloss",
-                   "softmax": "multi_logloss", "poisson": "poisson_deviance",
-                   "gamma": "gamma_deviance", "cox": "concordance_index",
-                   "lambdarank_ndcg": "ndcg@10", "pairwise_logistic": "ndcg@10",
-                   "listwise_softmax": "ndcg@10"}
-_DEFAULT_FAMILY = {"quantile": "pinball", "tweedie": "tweedie", "huber": "mae",
-                   "pseudo_huber": "mae", "focal": "logloss"}
-
-
 def default_metric(objective, vector_output: bool, grouped: bool) -> Callable:
-    """The metric an objective is usually judged by; its own loss for custom losses."""
-    name = objective.name
-    if name in _DEFAULT_METRIC:
-        return metrics_module.get(_DEFAULT_METRIC[name])
-    family, _, value = name.partition("@")
-    if family in _DEFAULT_FAMILY:
-        metric = _DEFAULT_FAMILY[family]
-        return metrics_module.get(f"{metric}@{value}" if metric in ("pinball", "tweedie")
-                                  else metric)
+    """The metric an objective is usually judged by (its ``metric``); for an objective
+    without one (custom losses, AFT), ndcg@10 with queries, else its own loss."""
+    if objective.metric is not None:
+        return metrics_module.get(objective.metric)
     if grouped:
         return metrics_module.get("ndcg@10")
     return loss_metric(objective.loss, vector_output)

@@ -25,6 +25,7 @@ from jax.scipy.special import xlogy
 from jax.typing import ArrayLike
 
 from jaxgbt.core.order import order_key
+from jaxgbt.objectives.naming import Family, parse
 
 Metric = Callable[..., jax.Array]
 
@@ -719,17 +720,18 @@ METRICS: dict[str, Metric] = {
                gamma_deviance, concordance_index, ndcg_at(None), map_at(None))
 }
 
-# Names with a parameter after "@": factory, parser of the parameter, its description.
-_FACTORIES: dict[str, tuple[Callable[..., Metric], Callable[[str], Any], str]] = {
-    "ndcg": (ndcg_at, int, "ndcg@k (k an integer >= 1)"),
-    "map": (map_at, int, "map@k (k an integer >= 1)"),
-    "pinball": (pinball, float, "pinball@alpha (alpha in [0, 1])"),
-    "tweedie": (tweedie_deviance, float, "tweedie@power (power <= 0 or >= 1)"),
+# Names with a parameter after "@" (read by the objectives' reader, so that metrics and
+# objectives spell and refuse parameters alike).
+_FACTORIES: dict[str, Family] = {
+    "ndcg": Family(ndcg_at, int, "ndcg@k (k an integer >= 1)"),
+    "map": Family(map_at, int, "map@k (k an integer >= 1)"),
+    "pinball": Family(pinball, float, "pinball@alpha (alpha in [0, 1])"),
+    "tweedie": Family(tweedie_deviance, float, "tweedie@power (power <= 0 or >= 1)"),
 }
 
 
 def _known() -> str:
-    return ", ".join([*sorted(METRICS), *(form for _, _, form in _FACTORIES.values())])
+    return ", ".join([*sorted(METRICS), *(family.form for family in _FACTORIES.values())])
 
 
 def get(name_or_fn: "str | Metric") -> Metric:
@@ -741,21 +743,16 @@ def get(name_or_fn: "str | Metric") -> Metric:
         ``metric(y, pred, weight=None) -> scalar`` (returned unchanged).
 
     Raises:
-      ValueError: an unknown name or a bad parameter; the message lists the known names.
+      ValueError: an unknown name (the message lists the known names) or a bad parameter
+        (the message names the metric and says how to write it).
       TypeError: neither a string nor a callable.
     """
     if isinstance(name_or_fn, str):
         if name_or_fn in METRICS:
             return METRICS[name_or_fn]
-        base, at, parameter = name_or_fn.partition("@")
-        if at and base in _FACTORIES:
-            factory, parse, form = _FACTORIES[base]
-            try:
-                value = parse(parameter)
-            except ValueError:
-                raise ValueError(f"metric {name_or_fn!r}: cannot read {parameter!r}; write it as "
-                                 f"{form}. Known metrics: {_known()}.") from None
-            return factory(value)
+        metric = parse(name_or_fn, _FACTORIES, "metric ")
+        if metric is not None:
+            return metric
         raise ValueError(f"unknown metric {name_or_fn!r}; known metrics: {_known()}; or pass a "
                          "function metric(y, pred, weight=None) -> scalar.")
     if callable(name_or_fn):
