@@ -8,23 +8,29 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxgbt.data import validation as check
-from jaxgbt.data import categorical
-from jaxgbt.evaluation import metrics as metrics_module
-from jaxgbt.objectives.derivatives import CURVATURES, newton_constant
-from jaxgbt.data.binning import apply_bins, compute_thresholds
-from jaxgbt.engine.boosting import BoostParams, TrainData, compile_ahead, compiled_derivatives, train
-from jaxgbt.io.checkpoint import fingerprint, load_checkpoint, save_checkpoint
 from jaxgbt.core.config import ROW_AXIS, BoostConfig
 from jaxgbt.core.constraints import interaction_sets
-from jaxgbt.evaluation.evaluator import EvalSet, Evaluator, resolve_metrics
-from jaxgbt.model import Booster
-from jaxgbt.objectives import Link, Loss, Objective, resolve
+from jaxgbt.core.layout import GROW_POLICIES
 from jaxgbt.core.ordered import BOOSTING_TYPES, compiled_row_order
-from jaxgbt.engine.resources import check_fit_memory, release_free_heap
 from jaxgbt.core.sampling import SamplingParams, sample_capacity
 from jaxgbt.core.split import SplitParams
-from jaxgbt.core.tree import GROW_POLICIES
+from jaxgbt.data import categorical
+from jaxgbt.data import validation as check
+from jaxgbt.data.binning import apply_bins, compute_thresholds
+from jaxgbt.engine.boosting import (
+    BoostParams,
+    TrainData,
+    compile_ahead,
+    compiled_derivatives,
+    train,
+)
+from jaxgbt.engine.resources import check_fit_memory, release_free_heap
+from jaxgbt.evaluation import metrics as metrics_module
+from jaxgbt.evaluation.evaluator import EvalSet, Evaluator, resolve_metrics
+from jaxgbt.io.checkpoint import fingerprint, load_checkpoint, save_checkpoint
+from jaxgbt.model import Booster
+from jaxgbt.objectives import Link, Loss, Objective, resolve
+from jaxgbt.objectives.derivatives import CURVATURES, newton_constant
 
 
 def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int = 6,

@@ -12,6 +12,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxgbt.core.layout import Layout, Oblivious, layout
 from jaxgbt.data.categorical import Encoder
 from jaxgbt.data.transfer import to_device
 from jaxgbt.objectives import Objective
@@ -64,10 +65,13 @@ class Booster:
         return self.feature.shape[-2]
 
     @property
-    def depth(self) -> int:
-        from jaxgbt.core.tree import depth_of
+    def layout(self) -> Layout:
+        """The growth policy's layout of the split arrays (``jaxgbt.core.layout``)."""
+        return layout(self.grow_policy)
 
-        return depth_of(self.feature.shape[-1], self.grow_policy)
+    @property
+    def depth(self) -> int:
+        return self.layout.depth_of(self.feature.shape[-1])
 
     @property
     def n_outputs(self) -> int:
@@ -171,10 +175,16 @@ class Booster:
         save(self, path)
 
     def __repr__(self) -> str:
-        policy = "" if self.grow_policy == "oblivious" else f", grow_policy={self.grow_policy!r}"
+        # The default layout is left out, as it was before depthwise trees existed.
+        policy = "" if isinstance(self.layout, Oblivious) else f", grow_policy={self.grow_policy!r}"
         return (f"Booster(objective={self.objective.name!r}, n_trees={self.n_trees}, "
                 f"depth={self.depth}{policy}, n_features={self.n_features}, "
                 f"n_outputs={self.n_outputs})")
+
+
+def _goes_right(x: jax.Array, threshold: jax.Array, default_left: jax.Array) -> jax.Array:
+    """bool: which float values x take the right branch (NaN: the split's default)."""
+    return jnp.where(jnp.isnan(x), ~default_left, x > threshold)
 
 
 # Prediction (margins and leaf ids alike) works on blocks of rows small enough to stay
@@ -206,22 +216,8 @@ def _block_leaves(model: "Booster", x_t: jax.Array, feature, threshold, default_
                   ) -> jax.Array:
     """i32[S, B]: the leaf of each of a block's rows (features ``x_t`` f32[F, B]) in S
     trees (split arrays [S, M])."""
-    n_rows = x_t.shape[1]
-    if model.grow_policy == "depthwise":
-        trees = jnp.arange(feature.shape[0])[:, None]
-        rows = jnp.arange(n_rows)[None, :]
-        node = jnp.zeros((feature.shape[0], n_rows), jnp.int32)
-        for d in range(model.depth):
-            at = 2**d - 1 + node  # [S, B], heap index
-            x = x_t[feature[trees, at], rows]
-            right = jnp.where(jnp.isnan(x), ~default_left[trees, at],
-                              x > threshold[trees, at])
-            node = 2 * node + right.astype(jnp.int32)
-        return node
-    x = x_t[feature]  # [S, D, B]: each level reads one contiguous row
-    right = jnp.where(jnp.isnan(x), ~default_left[..., None], x > threshold[..., None])
-    place = 2 ** jnp.arange(model.depth - 1, -1, -1, dtype=jnp.int32)  # first level = high bit
-    return jnp.sum(right.astype(jnp.int32) * place[None, :, None], axis=1)
+    return model.layout.leaf_ids(x_t, (feature, threshold, default_left), model.depth,
+                                 _goes_right)
 
 
 def _predict_block(model: "Booster", steps, x: jax.Array) -> jax.Array:

@@ -31,11 +31,11 @@ import zipfile
 import jax.numpy as jnp
 import numpy as np
 
-from jaxgbt.data import categorical
 from jaxgbt.core.dtypes import MAX_DEPTH
+from jaxgbt.core.layout import GROW_POLICIES, n_splits
+from jaxgbt.data import categorical
 from jaxgbt.model import Booster, as_numpy
 from jaxgbt.objectives import Link, Objective, by_name
-from jaxgbt.core.tree import GROW_POLICIES, n_splits
 
 FORMAT = "jaxgbt.model"
 VERSION = 1
