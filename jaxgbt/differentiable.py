@@ -20,8 +20,8 @@ import numpy as np
 import optax
 from jax import lax
 
+from jaxgbt.core.layout import Layout
 from jaxgbt.model import Booster
-from jaxgbt.core.tree import depth_of
 
 # The float arrays a user may train; the integer structure (feature, default_left) stays.
 PARAMS = ("leaf_value", "threshold", "base_score")
@@ -170,13 +170,14 @@ def _active_trees(model: Booster, n_trees: int | None) -> Booster:
 
 
 def _soft_leaf_weights(x: jax.Array, threshold: jax.Array, default_left: jax.Array,
-                       temperature: jax.Array, grow_policy: str = "oblivious") -> jax.Array:
+                       temperature: jax.Array, layout: Layout) -> jax.Array:
     """f[N, S, L]: each row's weight on each leaf of S trees.
 
     Args:
       x: f[N, S, M], the feature each split tests, per row (M = D levels of oblivious
         trees, or 2**D - 1 nodes of depthwise trees in heap order).
       threshold, default_left, temperature: [S, M].
+      layout: the trees' layout (``Booster.layout``).
     """
     missing = jnp.isnan(x)
     # A threshold of +-inf (an unused bin's edge) sends every row one way, as in the hard model.
@@ -190,11 +191,9 @@ def _soft_leaf_weights(x: jax.Array, threshold: jax.Array, default_left: jax.Arr
     p_right = jnp.where(hard, hard_right.astype(x.dtype), jax.nn.sigmoid(z))
     p_left = jnp.where(hard, (~hard_right).astype(x.dtype), jax.nn.sigmoid(-z))
     weights = jnp.ones(x.shape[:2] + (1,), x.dtype)
-    depth = depth_of(x.shape[2], grow_policy)
-    for level in range(depth):
+    for level in range(layout.depth_of(x.shape[2])):
         # One split per level, or one per node of the level (node j = weights index j).
-        at = (slice(level, level + 1) if grow_policy == "oblivious"
-              else slice(2**level - 1, 2 ** (level + 1) - 1))
+        at = layout.level_splits(level)
         # New index = old index * 2 + (1 if right): the first level ends as the high bit.
         weights = jnp.stack([weights * p_left[..., at], weights * p_right[..., at]], axis=-1)
         weights = weights.reshape(x.shape[:2] + (-1,))
@@ -224,7 +223,7 @@ def _soft_raw(model: Booster, X: jax.Array, temperature: jax.Array) -> jax.Array
         level_temperature = temperature[feature] if temperature.ndim == 1 else (
             jnp.broadcast_to(temperature, feature.shape))
         weights = _soft_leaf_weights(X[:, feature], threshold, default_left, level_temperature,
-                                     model.grow_policy)
+                                     model.layout)
         return total + jnp.einsum("nsl,slk->nk", weights, leaf_value), None
 
     start = jnp.broadcast_to(model.base_score.astype(dtype), (X.shape[0], model.n_outputs))

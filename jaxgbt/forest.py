@@ -28,11 +28,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxgbt.data import validation as check
 from jaxgbt import objectives
-from jaxgbt.sweeps import fit_many, max_batch_size
-from jaxgbt.model import Booster
+from jaxgbt.core.layout import GROW_POLICIES, layout
 from jaxgbt.core.sampling import SamplingParams, round_keys, row_multiplier
+from jaxgbt.data import validation as check
+from jaxgbt.model import Booster
+from jaxgbt.sweeps import fit_many, max_batch_size
 
 
 class Forest(NamedTuple):
@@ -100,7 +101,7 @@ def fit_forest(X, y, *, task: str = "regression", n_trees: int = 100, depth: int
         raise ValueError(f"task={task!r}: use 'regression' or 'classification'.")
     check.check_int(n_trees, "n_trees", 1)
     check.check_int(seed, "seed", 0, 2**32 - 1)
-    check.check_choice(grow_policy, "grow_policy", ("oblivious", "depthwise"))
+    check.check_choice(grow_policy, "grow_policy", GROW_POLICIES)
     X = check.check_X(X)
     target, classes, objective = _targets(task, y, X.shape[0])
     colsample = _feature_fraction(max_features, task, X.shape[1])
@@ -116,8 +117,7 @@ def fit_forest(X, y, *, task: str = "regression", n_trees: int = 100, depth: int
                        n_trees=1, depth=depth, n_bins=n_bins, learning_rate=1.0, l2=l2,
                        min_child_weight=min_child_weight, base_score=start,
                        sampling="poisson", subsample=1.0, grow_policy=grow_policy,
-                       **{"colsample_bynode" if grow_policy == "depthwise"
-                          else "colsample_bylevel": colsample})
+                       **{layout(grow_policy).finest_colsample: colsample})
     model = _average(members)
     oob = _compiled_oob(model, jnp.asarray(X), jnp.asarray(seeds))
     return Forest(model, np.asarray(oob), _oob_score(task, target, oob), seeds, classes)

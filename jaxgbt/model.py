@@ -6,11 +6,13 @@ model can be passed through ``jit``, stacked by ``vmap``, and differentiated:
 """
 
 import dataclasses
+import functools
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxgbt.core.layout import Layout, Oblivious, layout
 from jaxgbt.data.categorical import Encoder
 from jaxgbt.data.transfer import to_device
 from jaxgbt.io import model_format
@@ -64,10 +66,13 @@ class Booster:
         return self.feature.shape[-2]
 
     @property
-    def depth(self) -> int:
-        from jaxgbt.core.tree import depth_of
+    def layout(self) -> Layout:
+        """The growth policy's layout of the split arrays (``jaxgbt.core.layout``)."""
+        return layout(self.grow_policy)
 
-        return depth_of(self.feature.shape[-1], self.grow_policy)
+    @property
+    def depth(self) -> int:
+        return self.layout.depth_of(self.feature.shape[-1])
 
     @property
     def n_outputs(self) -> int:
@@ -171,44 +176,23 @@ class Booster:
         save(self, path)
 
     def __repr__(self) -> str:
-        policy = "" if self.grow_policy == "oblivious" else f", grow_policy={self.grow_policy!r}"
+        # The default layout is left out, as it was before depthwise trees existed.
+        policy = "" if isinstance(self.layout, Oblivious) else f", grow_policy={self.grow_policy!r}"
         return (f"Booster(objective={self.objective.name!r}, n_trees={self.n_trees}, "
                 f"depth={self.depth}{policy}, n_features={self.n_features}, "
                 f"n_outputs={self.n_outputs})")
 
 
-def _leaf_index(model: Booster, X: jax.Array) -> jax.Array:
-    """i32[N, T]: leaf ids, from one gather of X per (tree, level)."""
-    if model.grow_policy == "depthwise":
-        return _depthwise_leaf_index(model, X)
-    x = X[:, model.feature]  # [N, T, D]
-    right = jnp.where(jnp.isnan(x), ~model.default_left[None], x > model.threshold[None])
-    place = 2 ** jnp.arange(model.depth - 1, -1, -1, dtype=jnp.int32)  # first level = high bit
-    return jnp.sum(right.astype(jnp.int32) * place[None, None], axis=-1)
+def _goes_right(x: jax.Array, threshold: jax.Array, default_left: jax.Array) -> jax.Array:
+    """bool: which float values x take the right branch (NaN: the split's default)."""
+    return jnp.where(jnp.isnan(x), ~default_left, x > threshold)
 
 
-def _depthwise_leaf_index(model: Booster, X: jax.Array) -> jax.Array:
-    """i32[N, T]: leaf ids of depthwise trees, one level at a time: each row reads the
-    split of the node it has reached."""
-    n_rows, n_trees = X.shape[0], model.feature.shape[0]
-    tree = jnp.arange(n_trees)[None, :]
-    row = jnp.arange(n_rows)[:, None]
-    node = jnp.zeros((n_rows, n_trees), jnp.int32)
-    for d in range(model.depth):
-        at = 2**d - 1 + node  # [N, T], heap index
-        x = X[row, model.feature[tree, at]]
-        right = jnp.where(jnp.isnan(x), ~model.default_left[tree, at],
-                          x > model.threshold[tree, at])
-        node = 2 * node + right.astype(jnp.int32)
-    return node
-
-
-# Prediction works on blocks of rows small enough to stay in cache: each block is
-# transposed to feature-major, so a level's test reads one contiguous row of it, and
-# trees go in steps of _TREES_PER_STEP. Two blocks at a time are independent programs,
-# which XLA's CPU runtime runs side by side on its threads. On 1M rows x 28 features
-# and 100 trees of depth 6 (2 cores) this measured 0.15 s, against 0.37 s for one pass
-# over all rows with row-major gathers.
+# Prediction (margins and leaf ids alike) works on blocks of rows small enough to stay
+# in cache: each block is transposed to feature-major, so a level's test reads one
+# contiguous row of it, and trees go in steps of _TREES_PER_STEP. Two blocks at a time
+# are independent programs, which XLA's CPU runtime runs side by side on its threads.
+# docs/benchmarks.md (levers table) has the measurements against one pass over all rows.
 _TREES_PER_STEP = 8
 _BLOCK_ROWS = 16384
 _PARALLEL_BLOCKS = 2
@@ -233,22 +217,8 @@ def _block_leaves(model: "Booster", x_t: jax.Array, feature, threshold, default_
                   ) -> jax.Array:
     """i32[S, B]: the leaf of each of a block's rows (features ``x_t`` f32[F, B]) in S
     trees (split arrays [S, M])."""
-    n_rows = x_t.shape[1]
-    if model.grow_policy == "depthwise":
-        trees = jnp.arange(feature.shape[0])[:, None]
-        rows = jnp.arange(n_rows)[None, :]
-        node = jnp.zeros((feature.shape[0], n_rows), jnp.int32)
-        for d in range(model.depth):
-            at = 2**d - 1 + node  # [S, B], heap index
-            x = x_t[feature[trees, at], rows]
-            right = jnp.where(jnp.isnan(x), ~default_left[trees, at],
-                              x > threshold[trees, at])
-            node = 2 * node + right.astype(jnp.int32)
-        return node
-    x = x_t[feature]  # [S, D, B]: each level reads one contiguous row
-    right = jnp.where(jnp.isnan(x), ~default_left[..., None], x > threshold[..., None])
-    place = 2 ** jnp.arange(model.depth - 1, -1, -1, dtype=jnp.int32)  # first level = high bit
-    return jnp.sum(right.astype(jnp.int32) * place[None, :, None], axis=1)
+    return model.layout.leaf_ids(x_t, (feature, threshold, default_left), model.depth,
+                                 _goes_right)
 
 
 def _predict_block(model: "Booster", steps, x: jax.Array) -> jax.Array:
@@ -266,32 +236,56 @@ def _predict_block(model: "Booster", steps, x: jax.Array) -> jax.Array:
     return total
 
 
-def _predict_raw(model: Booster, X: jax.Array) -> jax.Array:
-    """f32[N, K]: base score plus the sum of every tree's leaf value."""
+def _block_leaf_index(model: "Booster", steps, x: jax.Array) -> jax.Array:
+    """i32[B, T]: the leaf of each row of a block x f32[B, F] in every tree."""
+    x_t = x.T
+
+    def step(carry, trees):
+        feature, threshold, default_left, _ = trees
+        return carry, _block_leaves(model, x_t, feature, threshold, default_left)  # [S, B]
+
+    _, leaves = jax.lax.scan(step, None, steps)  # [n_steps, S, B]
+    return leaves.reshape(-1, x.shape[0])[:model.n_trees].T
+
+
+def _by_blocks(block_fn, X: jax.Array, width: int, dtype) -> jax.Array:
+    """[N, width]: ``block_fn`` (rows f32[B, F] -> [B, width]) over X f32[N, F], in
+    blocks of rows, _PARALLEL_BLOCKS at a time."""
     n_rows = X.shape[0]
-    steps = _tree_steps(model)
     # A symbolic row count (jax.export with batch size "n") takes one block of all rows.
     if not isinstance(n_rows, int) or n_rows <= _BLOCK_ROWS:
-        total = _predict_block(model, steps, X)
-    else:
-        per_step = min(_BLOCK_ROWS * _PARALLEL_BLOCKS, n_rows)
-        block_rows = -(-per_step // _PARALLEL_BLOCKS)
+        return block_fn(X)
+    per_step = min(_BLOCK_ROWS * _PARALLEL_BLOCKS, n_rows)
+    block_rows = -(-per_step // _PARALLEL_BLOCKS)
 
-        def parallel_blocks(total, i):
-            # Rows are read in place (no padded copy of X): the last step starts early
-            # enough to end at the last row, and so may redo rows of the step before
-            # it, writing the same sums again.
-            first = jnp.minimum(i * per_step, n_rows - per_step)
-            xs = jax.lax.dynamic_slice_in_dim(X, first, per_step, axis=0)
-            sums = jnp.concatenate([
-                _predict_block(model, steps, xs[j * block_rows:(j + 1) * block_rows])
-                for j in range(_PARALLEL_BLOCKS)])
-            return jax.lax.dynamic_update_slice_in_dim(total, sums, first, axis=0), None
+    def parallel_blocks(out, i):
+        # Rows are read in place (no padded copy of X): the last step starts early
+        # enough to end at the last row, and so may redo rows of the step before
+        # it, writing the same results again.
+        first = jnp.minimum(i * per_step, n_rows - per_step)
+        xs = jax.lax.dynamic_slice_in_dim(X, first, per_step, axis=0)
+        results = jnp.concatenate([block_fn(xs[j * block_rows:(j + 1) * block_rows])
+                                   for j in range(_PARALLEL_BLOCKS)])
+        return jax.lax.dynamic_update_slice_in_dim(out, results, first, axis=0), None
 
-        total, _ = jax.lax.scan(parallel_blocks,
-                                jnp.zeros((n_rows, model.n_outputs), jnp.float32),
-                                jnp.arange(-(-n_rows // per_step)))
+    out, _ = jax.lax.scan(parallel_blocks, jnp.zeros((n_rows, width), dtype),
+                          jnp.arange(-(-n_rows // per_step)))
+    return out
+
+
+def _predict_raw(model: Booster, X: jax.Array) -> jax.Array:
+    """f32[N, K]: base score plus the sum of every tree's leaf value."""
+    steps = _tree_steps(model)
+    total = _by_blocks(functools.partial(_predict_block, model, steps), X, model.n_outputs,
+                       jnp.float32)
     return model.base_score.astype(jnp.float32)[None] + total
+
+
+def _leaf_index(model: Booster, X: jax.Array) -> jax.Array:
+    """i32[N, T]: the leaf each row reaches in each tree, by the blocks of ``_predict_raw``."""
+    steps = _tree_steps(model)
+    return _by_blocks(functools.partial(_block_leaf_index, model, steps), X, model.n_trees,
+                      jnp.int32)
 
 
 def _for_prediction(model: Booster) -> Booster:

@@ -19,6 +19,7 @@ import numpy as np
 
 from jaxgbt.core.config import ROW_AXIS, BoostConfig, Boosting, GrowPolicy, RowSampling
 from jaxgbt.core.constraints import interaction_sets
+from jaxgbt.core.layout import layout
 from jaxgbt.core.sampling import SamplingParams, sample_capacity
 from jaxgbt.core.split import SplitParams
 from jaxgbt.data import categorical
@@ -167,7 +168,8 @@ def sampling_methods(sampling: RowSampling, subsample, colsample_bytree, colsamp
     def below_one(rate):
         return check.is_traced(rate) or float(rate) < 1.0
 
-    if grow_policy == "oblivious" and below_one(colsample_bynode):
+    if layout(grow_policy).finest_colsample != "colsample_bynode" and below_one(
+            colsample_bynode):
         raise ValueError("colsample_bynode applies to grow_policy='depthwise': an oblivious "
                          "level is one split shared by its nodes. Use colsample_bylevel, or "
                          "grow_policy='depthwise'.")

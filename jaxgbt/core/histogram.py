@@ -9,12 +9,10 @@ import jax.numpy as jnp
 # is its own segment_sum, so the CPU runtime runs the step's features side by side on
 # its thread pool. Each scatter's segment ids are an int32 array of N rows that XLA
 # materializes, and the scatters of one step may run at once, so their buffers cannot be
-# shared. On 2 cores, steps of all 28 features of a 1M-row matrix held 112 MB of ids
-# (235 MB of temporaries per training chunk); steps of two (one feature per core) hold
-# 8 MB (35 MB per chunk), in about the same time per tree (docs/benchmarks.md). Small
-# data keeps every feature in one step (ids of at most STEP_ID_BYTES): there the scan's
-# steps cost more than they save (2,000 and 20,000 rows: 7-8% slower per tree in steps
-# of two). Accelerators run one scatter at a time whatever the step.
+# shared: one feature per core per step keeps those ids small in about the same time per
+# tree. Small data keeps every feature in one step (ids of at most STEP_ID_BYTES), where
+# the scan's steps cost more than they save (docs/benchmarks.md). Accelerators run one
+# scatter at a time whatever the step.
 MAX_FEATURES_PER_STEP = 32
 STEP_ID_BYTES = 2**23
 
@@ -32,9 +30,7 @@ def features_per_step(n_features: int, n_rows: int) -> int:
 # On CPU the rows are summed in blocks of at most this many, every feature of a block
 # before the next block: each feature's scatter reads the block's g/h and node ids again,
 # and for a block this size (about 6 MB with two features' ids) they are still in the
-# cache. Over all rows at once they came from memory: a level's histograms (28 features,
-# 32 nodes, 2 cores, 32 MB L3) took 0.065 s at 2M rows and 0.135-0.149 s at 4M, against
-# 0.045 and 0.077-0.090 s in blocks of 2**18 rows, and the same 0.024 s at 1M.
+# cache; over all rows at once they come from memory (docs/benchmarks.md).
 CPU_ROWS_PER_BLOCK = 2**18
 
 

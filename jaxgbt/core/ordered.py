@@ -30,9 +30,10 @@ import jax.numpy as jnp
 
 from jaxgbt.objectives.derivatives import row_derivatives
 from jaxgbt.core.config import round_learning_rate
+from jaxgbt.core.layout import layout
 from jaxgbt.core.sampling import round_keys, sampled_weight, tree_feature_masks
 from jaxgbt.core.split import SplitParams, leaf_weight
-from jaxgbt.core.tree import BinnedTree, constrain_leaves, grow
+from jaxgbt.core.tree import BinnedTree
 
 BOOSTING_TYPES = ("plain", "ordered")
 
@@ -175,13 +176,13 @@ def ordered_round(config, params, data, margins: OrderedMargins, round_index: ja
     level_allowed = (tree_feature_masks(feature_key, params.sampling, data.bins.shape[0],
                                         config.depth, config.grow_policy)
                      if config.column_sampling else None)
-    tree, leaf, leaf_bounds = grow(config.grow_policy, data.bins, gh, params.split,
-                                   config.depth, config.n_bins, None, level_allowed,
-                                   params.interaction_sets, params.monotone)
+    tree, leaf, leaf_bounds = layout(config.grow_policy).grow(
+        data.bins, gh, params.split, config.depth, config.n_bins, None, level_allowed,
+        params.interaction_sets, params.monotone)
     n_leaves = 2**config.depth
     G = jax.ops.segment_sum(at_model.g * weight, leaf, num_segments=n_leaves)
     H = jax.ops.segment_sum(at_model.h * weight, leaf, num_segments=n_leaves)
-    tree = constrain_leaves(config.grow_policy, tree._replace(leaf_value=leaf_weight(
+    tree = layout(config.grow_policy).constrain_leaves(tree._replace(leaf_value=leaf_weight(
         G, H, params.split)), leaf_bounds, params.monotone)
     learning_rate = round_learning_rate(config, params.learning_rate, round_index)
     tree = tree._replace(leaf_value=learning_rate * tree.leaf_value)

@@ -34,6 +34,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
+from jaxgbt.core.layout import layout
 from jaxgbt.core.order import kth_largest
 from jaxgbt.core.tracing import is_traced
 
@@ -196,9 +197,11 @@ def sampled_weight(key: jax.Array, method: str, params: SamplingParams, g: jax.A
 
 def tree_feature_masks(key: jax.Array, params: SamplingParams, n_features: int, depth: int,
                        grow_policy: str) -> jax.Array:
-    """The features one tree may split on: bool[D, F] per level, or for depthwise trees
-    bool[D, 2**(D-1), F] per node."""
+    """The features one tree may split on, in the shape its layout asks for: bool[D, F]
+    per level, or for depthwise trees bool[D, 2**(D-1), F] per node."""
+    shape = layout(grow_policy).feature_mask_shape(depth, n_features)
     allowed = level_feature_masks(key, params, n_features, depth)
-    if grow_policy == "depthwise":
-        allowed = node_feature_masks(key, params, allowed, 2 ** (depth - 1))
-    return allowed
+    if allowed.shape == shape:
+        return allowed
+    # One draw per node, each within its level's draw.
+    return node_feature_masks(key, params, allowed, shape[1])

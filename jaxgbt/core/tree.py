@@ -1,5 +1,10 @@
 """Growing one tree on binned data, as one function of fixed shapes.
 
+This module owns the tree in bin space (``BinnedTree``, ``goes_right``) and the two
+growers, ``grow_tree`` (oblivious) and ``grow_depthwise_tree``; ``layout.py`` owns the
+choice between them and everything else that depends on the growth policy (split-array
+lengths, column-mask shapes, the traversal from a row to its leaf).
+
 An oblivious (symmetric) tree of depth D asks the same question at every node of a
 level, so a row's leaf is the D-bit number of its answers, first level in the high
 bit: ``leaf = sum_d right_d * 2**(D - 1 - d)``. Growing a level is one histogram,
@@ -31,8 +36,6 @@ from jaxgbt.core.split import (
     leaf_weight,
 )
 
-GROW_POLICIES = ("oblivious", "depthwise")
-
 
 class BinnedTree(NamedTuple):
     """One tree in bin space, as grown (thresholds are looked up afterwards).
@@ -46,16 +49,6 @@ class BinnedTree(NamedTuple):
     default_left: jax.Array  # bool[M]
     gain: jax.Array  # f32[M]
     leaf_value: jax.Array  # f32[L, K], learning rate not yet applied
-
-
-def n_splits(depth: int, grow_policy: str) -> int:
-    """M, the splits a tree of depth D stores: D (oblivious) or 2**D - 1 (depthwise)."""
-    return depth if grow_policy == "oblivious" else 2**depth - 1
-
-
-def depth_of(n_split_entries: int, grow_policy: str) -> int:
-    """D from M, the inverse of ``n_splits``."""
-    return n_split_entries if grow_policy == "oblivious" else (n_split_entries + 1).bit_length() - 1
 
 
 def goes_right(column: jax.Array, split_bin: jax.Array, default_left: jax.Array,
@@ -246,43 +239,3 @@ def grow_depthwise_tree(bins: jax.Array, gh: jax.Array, params: SplitParams, dep
     tree = BinnedTree(tree_splits.feature, tree_splits.split_bin, tree_splits.default_left,
                       tree_splits.gain, leaf_value)
     return tree, leaf, leaf_bounds
-
-
-def grow(grow_policy: str, bins: jax.Array, gh: jax.Array, params: SplitParams, depth: int,
-         n_bins: int, axis_name: str | None = None, level_allowed: jax.Array | None = None,
-         interaction_sets: jax.Array | None = None, monotone: jax.Array | None = None
-         ) -> tuple[BinnedTree, jax.Array, tuple | None]:
-    """One tree of the given growth policy: (tree, leaf ids i32[N], leaf bounds or None)."""
-    if grow_policy == "depthwise":
-        return grow_depthwise_tree(bins, gh, params, depth, n_bins, axis_name, level_allowed,
-                                   interaction_sets, monotone)
-    tree, leaf = grow_tree(bins, gh, params, depth, n_bins, axis_name, level_allowed,
-                           interaction_sets, monotone)
-    return tree, leaf, None
-
-
-def constrain_leaves(grow_policy: str, tree: BinnedTree, leaf_bounds, monotone) -> BinnedTree:
-    """The tree with its leaf values made monotone again (after they were refreshed)."""
-    if monotone is None:
-        return tree
-    if grow_policy == "depthwise":
-        return tree._replace(leaf_value=jnp.clip(tree.leaf_value, *leaf_bounds))
-    return tree._replace(leaf_value=enforce_monotone(tree.leaf_value, tree.feature,
-                                                     tree.gain > 0, monotone))
-
-
-def leaf_from_bins(bins: jax.Array, tree: BinnedTree, n_bins: int, grow_policy: str) -> jax.Array:
-    """i32[N]: each row's leaf in one binned tree, from binned features u8[F, N]."""
-    n_rows = bins.shape[1]
-    leaf = jnp.zeros(n_rows, jnp.int32)
-    depth = depth_of(tree.feature.shape[0], grow_policy)
-    for d in range(depth):
-        if grow_policy == "depthwise":
-            at = 2**d - 1 + leaf
-            column = jnp.take_along_axis(bins, tree.feature[at][None], axis=0)[0]
-            right = goes_right(column, tree.split_bin[at], tree.default_left[at], n_bins - 1)
-        else:
-            column = jax.lax.dynamic_index_in_dim(bins, tree.feature[d], axis=0, keepdims=False)
-            right = goes_right(column, tree.split_bin[d], tree.default_left[d], n_bins - 1)
-        leaf = 2 * leaf + right.astype(jnp.int32)
-    return leaf

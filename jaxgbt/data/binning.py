@@ -20,9 +20,9 @@ from jaxgbt.data.transfer import aligned_empty
 MAX_BINNING_ROWS = 200_000
 
 # A task of ``apply_bins`` bins this many features of this many rows. It holds a float32
-# copy of that block (1 MB) and NumPy's int64 bin indices of one column of it (0.5 MB),
-# rather than a transposed copy of the whole matrix: at 1M rows x 28 features, tasks of
-# 4 whole columns raised the peak resident memory by 45 MB, these by none measurable.
+# copy of that block (1 MB) and NumPy's int64 bin indices of one column of it (0.5 MB)
+# rather than a transposed copy of the whole matrix, which raised the fit's peak memory
+# (docs/benchmarks.md).
 _FEATURES_PER_TASK = 4
 _ROWS_PER_TASK = 2**16
 
@@ -109,8 +109,7 @@ def compute_thresholds(X: np.ndarray, n_bins: int, sample_weight: np.ndarray | N
                            n_value_bins)
         thresholds[f, : cuts.size] = cuts
 
-    # NumPy's sorts release the GIL: one thread per core (200,000 rows, 28 features,
-    # 2 cores: 0.48 s one feature after another with np.unique, 0.12 s this way).
+    # NumPy's sorts release the GIL: one thread per core.
     with ThreadPoolExecutor(max_workers=min(os.cpu_count() or 1, max(n_features, 1))) as pool:
         list(pool.map(cut_feature, range(n_features)))
     return thresholds

@@ -22,6 +22,7 @@ from jaxgbt.objectives.derivatives import Derivatives, group_derivatives, row_de
 from jaxgbt.core.dtypes import BIN_DTYPE
 from jaxgbt.core.tracing import is_traced
 from jaxgbt.core.config import BoostConfig, round_learning_rate
+from jaxgbt.core.layout import layout, n_splits
 from jaxgbt.core.leaves import newton_full, quantile_leaves
 from jaxgbt.core.ordered import OrderedMargins, ordered_round
 from jaxgbt.core.sampling import (
@@ -32,7 +33,7 @@ from jaxgbt.core.sampling import (
     tree_feature_masks,
 )
 from jaxgbt.core.split import SplitParams
-from jaxgbt.core.tree import BinnedTree, constrain_leaves, grow, leaf_from_bins, n_splits
+from jaxgbt.core.tree import BinnedTree
 
 
 class BoostParams(NamedTuple):
@@ -140,11 +141,11 @@ def boost_round(config: BoostConfig, params: BoostParams, data: TrainData, raw: 
         rows, in_use = drawn_rows(weight[:, 0] > 0, config.sample_capacity)
         tree_bins = jnp.take(data.bins, rows, axis=1)
         tree_gh = jnp.where(in_use[:, None], gh[rows], 0.0)
-    tree, leaf, leaf_bounds = grow(config.grow_policy, tree_bins, tree_gh, params.split,
-                                   config.depth, config.n_bins, config.axis_name,
-                                   level_allowed, params.interaction_sets, params.monotone)
+    tree, leaf, leaf_bounds = layout(config.grow_policy).grow(
+        tree_bins, tree_gh, params.split, config.depth, config.n_bins, config.axis_name,
+        level_allowed, params.interaction_sets, params.monotone)
     if config.sample_capacity is not None:  # every row's leaf, for the margins
-        leaf = leaf_from_bins(data.bins, tree, config.n_bins, config.grow_policy)
+        leaf = layout(config.grow_policy).leaf_from_bins(data.bins, tree, config.n_bins)
     n_leaves = 2**config.depth
     if derivatives.h_full is not None:
         n_rows, n_outputs = g.shape
@@ -160,7 +161,7 @@ def boost_round(config: BoostConfig, params: BoostParams, data: TrainData, raw: 
         tree = tree._replace(leaf_value=quantile_leaves(
             residual, weight[:, 0], leaf, n_leaves, config.leaf_quantile)[:, None])
     # Again, after any refresh of the leaves above.
-    tree = constrain_leaves(config.grow_policy, tree, leaf_bounds, params.monotone)
+    tree = layout(config.grow_policy).constrain_leaves(tree, leaf_bounds, params.monotone)
     learning_rate = round_learning_rate(config, params.learning_rate, round_index)
     tree = tree._replace(leaf_value=learning_rate * tree.leaf_value)
     return raw + tree.leaf_value[leaf], (tree, bad_rows)

@@ -16,8 +16,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxgbt.core.layout import layout
+from jaxgbt.core.tree import BinnedTree
 from jaxgbt.evaluation import metrics as metrics_module
-from jaxgbt.core.tree import BinnedTree, leaf_from_bins
 
 log = logging.getLogger("jaxgbt")
 
@@ -132,7 +133,7 @@ def evaluate_rounds(trees: BinnedTree, eval_set: EvalSet, raw: jax.Array, *, met
         return jnp.stack([jnp.asarray(v, jnp.float32) for v in values])
 
     def step(raw, tree):
-        leaf = leaf_from_bins(eval_set.bins, tree, n_bins, grow_policy)
+        leaf = layout(grow_policy).leaf_from_bins(eval_set.bins, tree, n_bins)
         raw = raw + tree.leaf_value[leaf]
         return raw, score(raw)
 

@@ -29,7 +29,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxgbt.core.dtypes import MAX_DEPTH
-from jaxgbt.core.tree import GROW_POLICIES, n_splits
+from jaxgbt.core.layout import GROW_POLICIES, n_splits
 from jaxgbt.data import categorical
 from jaxgbt.io.archive import (
     fail,

@@ -122,9 +122,7 @@ def group_derivatives(loss: Callable, curvature: str = "exact",
         y_groups = jax.tree.map(lambda a: a[index], y)
         # lax.map over batches of groups bounds the memory of the per-group temporaries
         # (M x M pairs, times M for an autodiff Hessian) while each step has enough work:
-        # 2,000 queries of 50 rows, pairwise logistic with its closed-form curvature, took
-        # 99-108 ms per round for the derivatives in batches of 419 groups and 62 ms with
-        # all 2,000 in one step; one group per step, whole rounds, were 3-4x slower.
+        # one group per step was several times slower (docs/benchmarks.md).
         n_groups, width = index.shape
         per_group = width * width * (width if curvature == "exact" else 1)
         batch = max(1, min(n_groups, GROUP_BATCH_FLOATS // per_group))
