@@ -358,6 +358,9 @@ def finetune_trace(model: Booster, loss_fn: Callable[[Any, jax.Array], jax.Array
 
     Returns:
       FinetuneTrace(model, train_loss, valid_loss, best_step).
+
+    Long because the updates run as one jitted ``lax.while_loop`` whose step closes over
+    the loss, the minibatch draw and the early-stopping record defined beside it.
     """
     trained = _trained_names(what, temperature)
     if patience is not None and eval_set is None:
