@@ -12,13 +12,14 @@ import pytest
 import reference
 
 import jaxgbt
-from jaxgbt.data.binning import apply_bins, compute_thresholds
-from jaxgbt.engine.boosting import BoostParams, TrainData, train
 from jaxgbt.core.config import BoostConfig
-from jaxgbt.objectives import resolve
 from jaxgbt.core.ordered import leaf_prefix_sums, prefix_leaf_values, row_order
+from jaxgbt.core.round import BoostParams, TrainData
 from jaxgbt.core.sampling import SamplingParams, round_keys, row_multiplier
 from jaxgbt.core.split import SplitParams
+from jaxgbt.data.binning import apply_bins, compute_thresholds
+from jaxgbt.engine.boosting import train
+from jaxgbt.objectives import resolve
 
 N_ROWS, N_FEATURES, DEPTH, N_BINS = 300, 5, 3, 16
 ORDERED = dict(n_trees=20, depth=DEPTH, n_bins=N_BINS, learning_rate=0.3, boosting="ordered")

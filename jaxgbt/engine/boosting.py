@@ -9,7 +9,7 @@ import collections
 import functools
 import threading
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -17,33 +17,13 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from jaxgbt.engine.batching import one_model_at_a_time
-from jaxgbt.objectives.derivatives import Derivatives, group_derivatives, row_derivatives
+from jaxgbt.core.config import BoostConfig
 from jaxgbt.core.dtypes import BIN_DTYPE
+from jaxgbt.core.ordered import OrderedMargins
+from jaxgbt.core.round import BoostParams, TrainData, boost_round, round_derivatives
+from jaxgbt.core.tree import BinnedTree, n_splits
 from jaxgbt.data.validation import is_traced
-from jaxgbt.core.config import BoostConfig, round_learning_rate
-from jaxgbt.core.leaves import newton_full, quantile_leaves
-from jaxgbt.core.ordered import OrderedMargins, ordered_round
-from jaxgbt.core.sampling import (
-    SamplingParams,
-    drawn_rows,
-    round_keys,
-    sampled_weight,
-    tree_feature_masks,
-)
-from jaxgbt.core.split import SplitParams
-from jaxgbt.core.tree import BinnedTree, constrain_leaves, grow, leaf_from_bins, n_splits
-
-
-class BoostParams(NamedTuple):
-    """Hyperparameters as traced f32[] scalars (sweepable with ``vmap``)."""
-
-    learning_rate: jax.Array
-    split: SplitParams
-    hessian_floor: jax.Array
-    sampling: SamplingParams
-    monotone: jax.Array | None = None  # i32[F] of -1/0/+1, or None
-    interaction_sets: jax.Array | None = None  # bool[S, F], or None
+from jaxgbt.engine.batching import one_model_at_a_time
 
 
 class Progress(NamedTuple):
@@ -67,27 +47,6 @@ class Progress(NamedTuple):
         return self.bad_rows.shape[0]
 
 
-class TrainData(NamedTuple):
-    """What every round reads.
-
-    Attributes:
-      bins: u8[F, N], feature-major binned features.
-      y: labels with rows on axis 0 (an array or a pytree of arrays).
-      weight: f32[N] sample weights (0 for padding rows).
-      group_index: i32[Q, M], the rows of each group for a group loss, else None.
-      group_mask: bool[Q, M], which entries of group_index are rows, else None.
-      order: i32[N], the random order of the rows for ordered boosting
-        (``ordered.row_order``), else None.
-    """
-
-    bins: jax.Array
-    y: Any
-    weight: jax.Array
-    group_index: jax.Array | None = None
-    group_mask: jax.Array | None = None
-    order: jax.Array | None = None
-
-
 def _empty_tree(depth: int, n_outputs: int, grow_policy: str = "oblivious") -> BinnedTree:
     n_entries = n_splits(depth, grow_policy)
     zeros = jnp.zeros(n_entries, jnp.int32)
@@ -96,74 +55,9 @@ def _empty_tree(depth: int, n_outputs: int, grow_policy: str = "oblivious") -> B
                       leaf_value=jnp.zeros((2**depth, n_outputs), jnp.float32))
 
 
-def round_derivatives(config: BoostConfig, params: BoostParams, data: TrainData,
-                      raw: jax.Array) -> Derivatives:
-    """g and curvature of every row at margins ``raw`` f32[N, K], by the configured path."""
-    if config.grouped:
-        return group_derivatives(config.loss, config.curvature, config.fisher)(
-            data.y, raw, data.group_index, data.group_mask, params.hessian_floor)
-    return row_derivatives(config.loss, config.vector_output, config.curvature,
-                           config.fisher)(data.y, raw, params.hessian_floor)
-
-
 # Compiled once per configuration: ``fit`` checks the gradients at the starting margin
 # with it (eagerly, a group loss's derivatives would be traced anew on every fit).
 compiled_derivatives = jax.jit(round_derivatives, static_argnames="config")
-
-
-def boost_round(config: BoostConfig, params: BoostParams, data: TrainData, raw: jax.Array,
-                round_index: jax.Array) -> tuple[jax.Array, tuple[BinnedTree, jax.Array]]:
-    """One round: gradients at the current margins, a tree, the updated margins.
-
-    Args:
-      raw: f32[N, K], current margins.
-      round_index: i32[], the round (for a learning-rate schedule).
-
-    Returns:
-      The new margins f32[N, K], and the tree (its leaf values already scaled by the
-      learning rate) with the number of rows i32[] whose g or h was not finite.
-    """
-    derivatives = round_derivatives(config, params, data, raw)
-    g, h = derivatives.g, derivatives.h
-    finite = jnp.all(jnp.isfinite(g) & jnp.isfinite(h), axis=1)
-    bad_rows = jnp.sum((~finite) & (data.weight > 0), dtype=jnp.int32)
-    if config.axis_name is not None:
-        bad_rows = jax.lax.psum(bad_rows, config.axis_name)
-    row_key, feature_key = round_keys(params.sampling, round_index)
-    weight = sampled_weight(row_key, config.row_sampling, params.sampling, g, data.weight)
-    gh = jnp.concatenate([g * weight, h * weight], axis=1)
-    level_allowed = (tree_feature_masks(feature_key, params.sampling, data.bins.shape[0],
-                                        config.depth, config.grow_policy)
-                     if config.column_sampling else None)
-    tree_bins, tree_gh = data.bins, gh
-    if config.sample_capacity is not None:  # the tree is grown on the drawn rows alone
-        rows, in_use = drawn_rows(weight[:, 0] > 0, config.sample_capacity)
-        tree_bins = jnp.take(data.bins, rows, axis=1)
-        tree_gh = jnp.where(in_use[:, None], gh[rows], 0.0)
-    tree, leaf, leaf_bounds = grow(config.grow_policy, tree_bins, tree_gh, params.split,
-                                   config.depth, config.n_bins, config.axis_name,
-                                   level_allowed, params.interaction_sets, params.monotone)
-    if config.sample_capacity is not None:  # every row's leaf, for the margins
-        leaf = leaf_from_bins(data.bins, tree, config.n_bins, config.grow_policy)
-    n_leaves = 2**config.depth
-    if derivatives.h_full is not None:
-        n_rows, n_outputs = g.shape
-        G = jax.ops.segment_sum(g * weight, leaf, num_segments=n_leaves)
-        H = jax.ops.segment_sum((derivatives.h_full * weight[:, :, None]).reshape(n_rows, -1),
-                                leaf, num_segments=n_leaves)
-        if config.axis_name is not None:
-            G, H = jax.lax.psum((G, H), config.axis_name)
-        tree = tree._replace(leaf_value=newton_full(
-            G, H.reshape(n_leaves, n_outputs, n_outputs), params.split))
-    elif config.leaf_quantile is not None:
-        residual = data.y - raw[:, 0]
-        tree = tree._replace(leaf_value=quantile_leaves(
-            residual, weight[:, 0], leaf, n_leaves, config.leaf_quantile)[:, None])
-    # Again, after any refresh of the leaves above.
-    tree = constrain_leaves(config.grow_policy, tree, leaf_bounds, params.monotone)
-    learning_rate = round_learning_rate(config, params.learning_rate, round_index)
-    tree = tree._replace(leaf_value=learning_rate * tree.leaf_value)
-    return raw + tree.leaf_value[leaf], (tree, bad_rows)
 
 
 def train_chunk(config: BoostConfig, params: BoostParams, data: TrainData, raw: jax.Array,
@@ -180,7 +74,7 @@ def train_chunk(config: BoostConfig, params: BoostParams, data: TrainData, raw: 
     # Under jax.vmap over models (fit_many, cv, forests) on CPU, the models' rounds run
     # one after another (_batching.one_model_at_a_time).
     step = one_model_at_a_time(functools.partial(
-        ordered_round if config.ordered else boost_round, config))
+        boost_round, config))
 
     def one_round(raw, round_index):
         return jax.lax.cond(
