@@ -14,7 +14,8 @@ from jaxgbt.evaluation import metrics as metrics_module
 from jaxgbt.objectives.derivatives import CURVATURES, newton_constant
 from jaxgbt.data.binning import apply_bins, compute_thresholds
 from jaxgbt.core.round import BoostParams, TrainData
-from jaxgbt.engine.boosting import compile_ahead, compiled_derivatives, train
+from jaxgbt.engine.compile import compile_ahead, compiled_derivatives
+from jaxgbt.engine.loop import train
 from jaxgbt.io.checkpoint import fingerprint, load_checkpoint, save_checkpoint
 from jaxgbt.core.config import ROW_AXIS, BoostConfig
 from jaxgbt.core.constraints import interaction_sets

@@ -27,7 +27,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxgbt.core.dtypes import MAX_DEPTH
-from jaxgbt.engine.boosting import Progress
+from jaxgbt.core.tree import BinnedTree
+from jaxgbt.engine.loop import Progress
 from jaxgbt.io.model_format import (
     MAX_OUTPUTS,
     MAX_TREES,
@@ -37,7 +38,6 @@ from jaxgbt.io.model_format import (
     read_header,
     write_archive,
 )
-from jaxgbt.core.tree import BinnedTree
 
 FORMAT = "jaxgbt.io.checkpoint"
 VERSION = 1
