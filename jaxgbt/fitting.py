@@ -2,7 +2,7 @@
 
 The arguments are checked by ``jaxgbt.spec`` and the data read by ``data.Dataset``
 before anything is traced; the training program is compiled before the data is binned;
-``engine.boosting.train`` runs the rounds; the trees become a ``Booster``.
+``engine.loop.train`` runs the rounds; the trees become a ``Booster``.
 """
 
 import dataclasses
@@ -16,17 +16,13 @@ import numpy as np
 from jaxgbt import spec
 from jaxgbt.core.config import BoostConfig, Boosting, GrowPolicy
 from jaxgbt.core.ordered import compiled_row_order
+from jaxgbt.core.round import BoostParams, TrainData
 from jaxgbt.data import categorical
 from jaxgbt.data import validation as check
 from jaxgbt.data.binning import apply_bins
 from jaxgbt.data.dataset import Dataset, read_eval_set
-from jaxgbt.engine.boosting import (
-    BoostParams,
-    TrainData,
-    compile_ahead,
-    compiled_derivatives,
-    train,
-)
+from jaxgbt.engine.compile import compile_ahead, compiled_derivatives
+from jaxgbt.engine.loop import train
 from jaxgbt.engine.resources import check_fit_memory, release_free_heap
 from jaxgbt.evaluation import metrics as metrics_module
 from jaxgbt.evaluation.evaluator import EvalSet, Evaluator, resolve_metrics

@@ -14,6 +14,7 @@ from jaxgbt.model import Booster
 from jaxgbt.objectives import Objective, resolve
 from jaxgbt.sweeps import member_rows, vmapped_fit
 
+
 class CVResult(NamedTuple):
     """What ``cv`` returns.
 

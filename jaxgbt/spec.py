@@ -20,11 +20,11 @@ import numpy as np
 from jaxgbt.core.config import ROW_AXIS, BoostConfig, Boosting, GrowPolicy, RowSampling
 from jaxgbt.core.constraints import interaction_sets
 from jaxgbt.core.layout import layout
+from jaxgbt.core.round import BoostParams
 from jaxgbt.core.sampling import SamplingParams, sample_capacity
 from jaxgbt.core.split import SplitParams
 from jaxgbt.data import categorical
 from jaxgbt.data import validation as check
-from jaxgbt.engine.boosting import BoostParams
 from jaxgbt.objectives import Objective
 from jaxgbt.objectives.derivatives import Curvature
 

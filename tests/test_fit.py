@@ -9,7 +9,7 @@ from conftest import SMALL, make_regression
 
 import jaxgbt
 from jaxgbt.data import dataset
-from jaxgbt.engine import boosting
+from jaxgbt.engine import compile as chunk_compile
 
 
 def _rmse(model, X, y):
@@ -88,7 +88,7 @@ def _count_compilations():
 def test_no_recompilation_when_data_values_hyperparameters_or_n_trees_change():
     X, y = make_regression(seed=5)
     jaxgbt.fit("squared_error", X, y, **SMALL)
-    programs = list(boosting._CHUNK_PROGRAMS.values())
+    programs = list(chunk_compile._CHUNK_PROGRAMS.values())
     compiled, stop = _count_compilations()
     try:
         X2, y2 = make_regression(seed=6)
@@ -97,7 +97,7 @@ def test_no_recompilation_when_data_values_hyperparameters_or_n_trees_change():
     finally:
         stop()
     assert compiled == []
-    assert list(boosting._CHUNK_PROGRAMS.values()) == programs
+    assert list(chunk_compile._CHUNK_PROGRAMS.values()) == programs
 
 
 @pytest.mark.parametrize("path", ["plain", "ordered", "init_model", "resume"])
@@ -115,27 +115,27 @@ def test_the_training_program_is_compiled_before_binning_and_then_used(path, mon
         kwargs.update(checkpoint_path=tmp_path / "fit.ckpt", checkpoint_every=1)
         jaxgbt.fit("squared_error", X, y, **kwargs)
         kwargs["n_trees"] = 2 * SMALL["n_trees"]  # resumes from the checkpoint's rounds
-    monkeypatch.setattr(boosting, "_CHUNK_PROGRAMS", collections.OrderedDict())
+    monkeypatch.setattr(chunk_compile, "_CHUNK_PROGRAMS", collections.OrderedDict())
     held_at_binning = []
     apply_bins = dataset.apply_bins
 
     def recording_apply_bins(*args):
-        held_at_binning.append(set(boosting._CHUNK_PROGRAMS))
+        held_at_binning.append(set(chunk_compile._CHUNK_PROGRAMS))
         return apply_bins(*args)
 
     monkeypatch.setattr(dataset, "apply_bins", recording_apply_bins)
     model = jaxgbt.fit("squared_error", X, y, **kwargs)
     assert len(held_at_binning[0]) == 1
-    assert set(boosting._CHUNK_PROGRAMS) == held_at_binning[0]
+    assert set(chunk_compile._CHUNK_PROGRAMS) == held_at_binning[0]
     assert _rmse(model, X, y) < float(np.std(y))
 
 
 def test_compiled_programs_are_bounded(regression_data, monkeypatch):
     X, y = regression_data
-    monkeypatch.setattr(boosting, "MAX_CHUNK_PROGRAMS", 1)
+    monkeypatch.setattr(chunk_compile, "MAX_CHUNK_PROGRAMS", 1)
     jaxgbt.fit("squared_error", X, y, **SMALL)
     shallow = jaxgbt.fit("squared_error", X, y, **{**SMALL, "depth": 2})
-    assert len(boosting._CHUNK_PROGRAMS) == 1
+    assert len(chunk_compile._CHUNK_PROGRAMS) == 1
     assert shallow.leaf_value.shape[1] == 4
 
 

@@ -4,7 +4,7 @@ import pytest
 from conftest import SMALL, make_binary, make_regression
 
 import jaxgbt
-from jaxgbt.engine.boosting import _compiled_chunk
+from jaxgbt.engine.compile import _compiled_chunk
 from jaxgbt.model_selection import fold_ids
 from jaxgbt.sweeps import n_members
 

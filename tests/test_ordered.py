@@ -15,10 +15,11 @@ from conftest import assert_same_model
 import jaxgbt
 from jaxgbt.core.config import BoostConfig
 from jaxgbt.core.ordered import leaf_prefix_sums, prefix_leaf_values, row_order
+from jaxgbt.core.round import BoostParams, TrainData
 from jaxgbt.core.sampling import SamplingParams, round_keys, row_multiplier
 from jaxgbt.core.split import SplitParams
 from jaxgbt.data.binning import apply_bins, compute_thresholds
-from jaxgbt.engine.boosting import BoostParams, TrainData, train
+from jaxgbt.engine.loop import train
 from jaxgbt.objectives import resolve
 
 N_ROWS, N_FEATURES, DEPTH, N_BINS = 300, 5, 3, 16
@@ -75,7 +76,7 @@ def ordered_reference(bins, y, weight, position, base, multipliers, *, learning_
 
 def _setup(X, y, weight, *, ordered=True, subsample=1.0, seed=7, l2=1.0, l1=0.1,
            learning_rate=0.5):
-    """(config, params, data, base score) for ``boosting.train`` on squared error."""
+    """(config, params, data, base score) for ``loop.train`` on squared error."""
     objective = resolve("squared_error" if y.ndim == 1 else "multi_squared_error")
     bins = apply_bins(X, compute_thresholds(X, N_BINS, weight, 0))
     n_outputs = 1 if y.ndim == 1 else y.shape[1]

@@ -1,2 +1,3 @@
 """The training math on device: histograms, split search, tree growth, leaf values,
-constraints and sampling, each a pure function of fixed shapes (``jit``/``vmap``-able)."""
+constraints, sampling and the boosting round (``round.boost_round``), each a pure function
+of fixed shapes (``jit``/``vmap``-able)."""

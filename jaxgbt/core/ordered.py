@@ -20,6 +20,9 @@ The first rows of sigma thus stay near the starting margin. CatBoost keeps suppo
 models only for prefixes of lengths 2**j and several permutations; here every row has its
 exact prefix (per-leaf running sums in sigma's order, ``leaf_prefix_sums``) and there is
 one permutation, drawn from ``seed``.
+
+This module holds the ordered margins, the order and the prefix sums; the round itself is
+``jaxgbt.core.round.boost_round`` with its ``ORDERED`` strategy.
 """
 
 import math
@@ -28,12 +31,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from jaxgbt.objectives.derivatives import row_derivatives
-from jaxgbt.core.config import round_learning_rate
-from jaxgbt.core.layout import layout
-from jaxgbt.core.sampling import round_keys, sampled_weight, tree_feature_masks
 from jaxgbt.core.split import SplitParams, leaf_weight
-from jaxgbt.core.tree import BinnedTree
 
 BOOSTING_TYPES = ("plain", "ordered")
 
@@ -143,50 +141,3 @@ def prefix_leaf_values(gh: jax.Array, leaf: jax.Array, order: jax.Array, n_leave
     in_order = leaf_prefix_sums(gh[order], leaf[order], n_leaves, block)
     sums = jnp.zeros_like(gh).at[order].set(in_order)  # back to row order
     return leaf_weight(sums[:, :n_outputs], sums[:, n_outputs:], params)
-
-
-def ordered_round(config, params, data, margins: OrderedMargins, round_index: jax.Array
-                  ) -> tuple[OrderedMargins, tuple[BinnedTree, jax.Array]]:
-    """One round of ordered boosting (the ``boosting.boost_round`` of ``config.ordered``).
-
-    Args:
-      config: a ``BoostConfig`` of a per-row loss on one device, with diagonal curvature
-        and Newton leaves (``fit`` refuses the rest before tracing).
-      params: ``BoostParams``.
-      data: ``TrainData`` with ``order`` i32[N], sigma (``row_order``).
-      margins: the model's and the ordered margins, f32[N, K] each.
-      round_index: i32[], the round (sampling keys and learning-rate schedule).
-
-    Returns:
-      The new margins, and the tree (structure grown from the gradients at the ordered
-      margins, leaf values from those at the model's, scaled by the learning rate) with
-      the number of rows i32[] whose g or h was not finite at either margin.
-    """
-    derivatives = row_derivatives(config.loss, config.vector_output, config.curvature,
-                                  config.fisher)
-    at_ordered = derivatives(data.y, margins.ordered, params.hessian_floor)
-    at_model = derivatives(data.y, margins.model, params.hessian_floor)
-    finite = jnp.all(jnp.isfinite(at_ordered.g) & jnp.isfinite(at_ordered.h)
-                     & jnp.isfinite(at_model.g) & jnp.isfinite(at_model.h), axis=1)
-    bad_rows = jnp.sum((~finite) & (data.weight > 0), dtype=jnp.int32)
-    row_key, feature_key = round_keys(params.sampling, round_index)
-    weight = sampled_weight(row_key, config.row_sampling, params.sampling, at_ordered.g,
-                            data.weight)
-    gh = jnp.concatenate([at_ordered.g * weight, at_ordered.h * weight], axis=1)
-    level_allowed = (tree_feature_masks(feature_key, params.sampling, data.bins.shape[0],
-                                        config.depth, config.grow_policy)
-                     if config.column_sampling else None)
-    tree, leaf, leaf_bounds = layout(config.grow_policy).grow(
-        data.bins, gh, params.split, config.depth, config.n_bins, None, level_allowed,
-        params.interaction_sets, params.monotone)
-    n_leaves = 2**config.depth
-    G = jax.ops.segment_sum(at_model.g * weight, leaf, num_segments=n_leaves)
-    H = jax.ops.segment_sum(at_model.h * weight, leaf, num_segments=n_leaves)
-    tree = layout(config.grow_policy).constrain_leaves(tree._replace(leaf_value=leaf_weight(
-        G, H, params.split)), leaf_bounds, params.monotone)
-    learning_rate = round_learning_rate(config, params.learning_rate, round_index)
-    tree = tree._replace(leaf_value=learning_rate * tree.leaf_value)
-    step = learning_rate * prefix_leaf_values(gh, leaf, data.order, n_leaves, params.split)
-    new = OrderedMargins(model=margins.model + tree.leaf_value[leaf],
-                         ordered=margins.ordered + step)
-    return new, (tree, bad_rows)

@@ -37,8 +37,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxgbt.data import validation as check
 from jaxgbt.core.dtypes import FLOAT_DTYPE
+from jaxgbt.data import validation as check
 
 NUMERIC, ONE_HOT, TARGET = "numeric", "one_hot", "target"
 ONE_HOT_MAX_SIZE = 4

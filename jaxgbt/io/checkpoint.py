@@ -28,7 +28,7 @@ import numpy as np
 
 from jaxgbt.core.dtypes import MAX_DEPTH
 from jaxgbt.core.tree import BinnedTree
-from jaxgbt.engine.boosting import Progress
+from jaxgbt.engine.loop import Progress
 from jaxgbt.io.archive import (
     ModelFormatError,
     header_int,

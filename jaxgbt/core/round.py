@@ -1,0 +1,236 @@
+"""One boosting round: derivatives -> sampled (g, h) -> tree -> leaf values -> new margins.
+
+``boost_round`` is the only round. Plain and ordered boosting (``jaxgbt.core.ordered``)
+run the same steps and differ only in the margins they carry, which a ``Boosting``
+strategy reads and moves: at which margins the tree's gradients are taken, at which the
+model's leaf values are set, and how the carried margins update after the tree.
+"""
+
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from jaxgbt.core.config import BoostConfig, round_learning_rate
+from jaxgbt.core.layout import layout
+from jaxgbt.core.leaves import newton_full, quantile_leaves
+from jaxgbt.core.ordered import OrderedMargins, prefix_leaf_values
+from jaxgbt.core.sampling import (
+    SamplingParams,
+    drawn_rows,
+    round_keys,
+    sampled_weight,
+    tree_feature_masks,
+)
+from jaxgbt.core.split import SplitParams, leaf_weight
+from jaxgbt.core.tree import BinnedTree
+from jaxgbt.objectives.derivatives import Derivatives, group_derivatives, row_derivatives
+
+
+class BoostParams(NamedTuple):
+    """Hyperparameters as traced f32[] scalars (sweepable with ``vmap``)."""
+
+    learning_rate: jax.Array
+    split: SplitParams
+    hessian_floor: jax.Array
+    sampling: SamplingParams
+    monotone: jax.Array | None = None  # i32[F] of -1/0/+1, or None
+    interaction_sets: jax.Array | None = None  # bool[S, F], or None
+
+
+class TrainData(NamedTuple):
+    """What every round reads.
+
+    Attributes:
+      bins: u8[F, N], feature-major binned features.
+      y: labels with rows on axis 0 (an array or a pytree of arrays).
+      weight: f32[N] sample weights (0 for padding rows).
+      group_index: i32[Q, M], the rows of each group for a group loss, else None.
+      group_mask: bool[Q, M], which entries of group_index are rows, else None.
+      order: i32[N], the random order of the rows for ordered boosting
+        (``ordered.row_order``), else None.
+    """
+
+    bins: jax.Array
+    y: Any
+    weight: jax.Array
+    group_index: jax.Array | None = None
+    group_mask: jax.Array | None = None
+    order: jax.Array | None = None
+
+
+# What a round carries: the margins f32[N, K], or ordered boosting's pair of them.
+Margins = jax.Array | OrderedMargins
+
+
+def round_derivatives(config: BoostConfig, params: BoostParams, data: TrainData,
+                      raw: jax.Array) -> Derivatives:
+    """g and curvature of every row at margins ``raw`` f32[N, K], by the configured path."""
+    if config.grouped:
+        return group_derivatives(config.loss, config.curvature, config.fisher)(
+            data.y, raw, data.group_index, data.group_mask, params.hessian_floor)
+    return row_derivatives(config.loss, config.vector_output, config.curvature,
+                           config.fisher)(data.y, raw, params.hessian_floor)
+
+
+class Boosting(NamedTuple):
+    """What plain and ordered boosting do differently in a round: pure functions of the
+    ``Margins`` they carry.
+
+    Attributes:
+      model_margins: ``margins -> f32[N, K]``, the model's own margins on the training
+        rows (what ``predict_raw`` gives on them); its leaf values are set from the
+        derivatives there.
+      structure_margins: ``margins -> f32[N, K]``, other margins whose derivatives grow
+        the tree and draw its rows; None to grow at the model's margins.
+      advance: ``(config, params, data, margins, step, gh, leaf, learning_rate) ->
+        margins`` after the round; ``step`` f32[N, K] is each row's leaf value of the
+        tree (learning rate applied), ``gh`` f32[N, 2K] the weighted (g, h) it was grown
+        from, ``leaf`` i32[N] each row's leaf, ``learning_rate`` f32[].
+    """
+
+    model_margins: Callable[[Margins], jax.Array]
+    structure_margins: Callable[[Margins], jax.Array] | None
+    advance: Callable[..., Margins]
+
+
+def _same_margins(raw: jax.Array) -> jax.Array:
+    return raw
+
+
+def _add_step(config, params, data, raw, step, gh, leaf, learning_rate) -> jax.Array:
+    return raw + step
+
+
+def _model_of(margins: OrderedMargins) -> jax.Array:
+    return margins.model
+
+
+def _ordered_of(margins: OrderedMargins) -> jax.Array:
+    return margins.ordered
+
+
+def _advance_ordered(config, params, data, margins, step, gh, leaf, learning_rate
+                     ) -> OrderedMargins:
+    """The model's margins move by the tree; each row's ordered margin by the Newton value
+    of its leaf from the rows before it in sigma (``ordered.prefix_leaf_values``)."""
+    ordered_step = learning_rate * prefix_leaf_values(gh, leaf, data.order, 2**config.depth,
+                                                      params.split)
+    return OrderedMargins(model=margins.model + step, ordered=margins.ordered + ordered_step)
+
+
+PLAIN = Boosting(model_margins=_same_margins, structure_margins=None, advance=_add_step)
+# CatBoost's ordered boosting: the tree is grown from the gradients at the ordered margins,
+# its leaf values are set from those at the model's (``jaxgbt.core.ordered``).
+ORDERED = Boosting(model_margins=_model_of, structure_margins=_ordered_of,
+                   advance=_advance_ordered)
+
+
+def _bad_rows(config: BoostConfig, weight: jax.Array, taken: tuple[Derivatives, ...]
+              ) -> jax.Array:
+    """i32[]: the rows of positive weight f32[N] whose g or h is not finite in any of the
+    round's derivatives (summed over devices)."""
+    finite = jnp.isfinite(taken[0].g) & jnp.isfinite(taken[0].h)
+    for derivatives in taken[1:]:
+        finite = finite & jnp.isfinite(derivatives.g) & jnp.isfinite(derivatives.h)
+    finite = jnp.all(finite, axis=1)
+    bad_rows = jnp.sum((~finite) & (weight > 0), dtype=jnp.int32)
+    if config.axis_name is not None:
+        bad_rows = jax.lax.psum(bad_rows, config.axis_name)
+    return bad_rows
+
+
+def _grown_tree(config: BoostConfig, params: BoostParams, data: TrainData, gh: jax.Array,
+                weight: jax.Array, feature_key: jax.Array
+                ) -> tuple[BinnedTree, jax.Array, tuple | None]:
+    """The round's tree from the weighted (g, h) f32[N, 2K], on the drawn rows alone when
+    ``config.sample_capacity`` is set (rows of ``weight`` f32[N, 1] above 0).
+
+    Returns:
+      (tree, every row's leaf i32[N], leaf bounds or None), as ``tree.grow``.
+    """
+    level_allowed = (tree_feature_masks(feature_key, params.sampling, data.bins.shape[0],
+                                        config.depth, config.grow_policy)
+                     if config.column_sampling else None)
+    tree_bins, tree_gh = data.bins, gh
+    if config.sample_capacity is not None:  # the tree is grown on the drawn rows alone
+        rows, in_use = drawn_rows(weight[:, 0] > 0, config.sample_capacity)
+        tree_bins = jnp.take(data.bins, rows, axis=1)
+        tree_gh = jnp.where(in_use[:, None], gh[rows], 0.0)
+    tree, leaf, leaf_bounds = layout(config.grow_policy).grow(
+        tree_bins, tree_gh, params.split, config.depth, config.n_bins, config.axis_name,
+        level_allowed, params.interaction_sets, params.monotone)
+    if config.sample_capacity is not None:  # every row's leaf, for the margins
+        leaf = layout(config.grow_policy).leaf_from_bins(data.bins, tree, config.n_bins)
+    return tree, leaf, leaf_bounds
+
+
+def _newton_leaves(config: BoostConfig, params: BoostParams, at_model: Derivatives,
+                   weight: jax.Array, leaf: jax.Array) -> jax.Array:
+    """f32[L, K]: each leaf's Newton step from the derivatives at the model's margins,
+    with the full K x K Hessian where the loss gives one (``leaves.newton_full``), else
+    its diagonal (``split.leaf_weight``).
+
+    Args:
+      weight: f32[N, 1], the round's row weights.
+      leaf: i32[N], each row's leaf.
+    """
+    n_leaves = 2**config.depth
+    n_rows, n_outputs = at_model.g.shape
+    if at_model.h_full is None:
+        curvature = at_model.h * weight
+    else:
+        curvature = (at_model.h_full * weight[:, :, None]).reshape(n_rows, -1)
+    G = jax.ops.segment_sum(at_model.g * weight, leaf, num_segments=n_leaves)
+    H = jax.ops.segment_sum(curvature, leaf, num_segments=n_leaves)
+    if config.axis_name is not None:
+        G, H = jax.lax.psum((G, H), config.axis_name)
+    if at_model.h_full is None:
+        return leaf_weight(G, H, params.split)
+    return newton_full(G, H.reshape(n_leaves, n_outputs, n_outputs), params.split)
+
+
+def boost_round(config: BoostConfig, params: BoostParams, data: TrainData, margins: Margins,
+                round_index: jax.Array) -> tuple[Margins, tuple[BinnedTree, jax.Array]]:
+    """One round: gradients at the current margins, a tree, the updated margins.
+
+    Args:
+      margins: f32[N, K], the current margins; with ``config.ordered`` the
+        ``OrderedMargins`` pair (then ``data.order`` is sigma, and ``fit`` has refused
+        group losses, several devices, full Hessians and quantile leaves).
+      round_index: i32[], the round (sampling keys and learning-rate schedule).
+
+    Returns:
+      The new margins (of the same kind), and the tree (its leaf values already scaled by
+      the learning rate) with the number of rows i32[] whose g or h was not finite.
+    """
+    boosting = ORDERED if config.ordered else PLAIN
+    grown_elsewhere = boosting.structure_margins is not None
+    # At the structure's margins (if other), then at the model's: the first grow the tree,
+    # the last set its leaves.
+    taken = tuple(round_derivatives(config, params, data, margins_of(margins))
+                  for margins_of in (boosting.structure_margins, boosting.model_margins)
+                  if margins_of is not None)
+    at_structure, at_model = taken[0], taken[-1]
+    bad_rows = _bad_rows(config, data.weight, taken)
+    row_key, feature_key = round_keys(params.sampling, round_index)
+    weight = sampled_weight(row_key, config.row_sampling, params.sampling, at_structure.g,
+                            data.weight)
+    gh = jnp.concatenate([at_structure.g * weight, at_structure.h * weight], axis=1)
+    tree, leaf, leaf_bounds = _grown_tree(config, params, data, gh, weight, feature_key)
+    # The grower's leaf values are the diagonal Newton step at the structure's margins;
+    # set them anew where the model's margins or the loss ask for other ones.
+    if grown_elsewhere or at_model.h_full is not None:
+        tree = tree._replace(leaf_value=_newton_leaves(config, params, at_model, weight, leaf))
+    elif config.leaf_quantile is not None:
+        residual = data.y - boosting.model_margins(margins)[:, 0]
+        tree = tree._replace(leaf_value=quantile_leaves(
+            residual, weight[:, 0], leaf, 2**config.depth, config.leaf_quantile)[:, None])
+    # Again, after any refresh of the leaves above.
+    tree = layout(config.grow_policy).constrain_leaves(tree, leaf_bounds, params.monotone)
+    learning_rate = round_learning_rate(config, params.learning_rate, round_index)
+    tree = tree._replace(leaf_value=learning_rate * tree.leaf_value)
+    step = tree.leaf_value[leaf]
+    margins = boosting.advance(config, params, data, margins, step, gh, leaf, learning_rate)
+    return margins, (tree, bad_rows)

@@ -1,0 +1,125 @@
+"""Compiling the chunk of rounds (``chunk.train_chunk``) and the round's derivatives.
+
+A chunk runs through one of two compiled forms (``chunk_runner`` picks):
+``_compiled_chunk``, ``jax.jit`` over the configuration and mesh, for a mesh or traced
+arguments (``fit_many``, ``cv``, forests, gradients through ``fit``); and, for fits
+outside any trace on one device, a program compiled ahead of time (``chunk_program``)
+and kept in a bounded cache by configuration and argument types, so that ``fit`` can
+compile it before the data is binned (``compile_ahead``).
+"""
+
+import collections
+import functools
+import threading
+from collections.abc import Callable
+
+import jax
+import jax.numpy as jnp
+from jax.sharding import Mesh
+
+from jaxgbt.core.config import BoostConfig
+from jaxgbt.core.dtypes import BIN_DTYPE
+from jaxgbt.core.ordered import OrderedMargins
+from jaxgbt.core.round import BoostParams, Margins, TrainData, round_derivatives
+from jaxgbt.core.tracing import is_traced
+from jaxgbt.engine.chunk import train_chunk
+from jaxgbt.engine.sharding import sharded_chunk
+
+# Compiled once per configuration: ``fit`` checks the gradients at the starting margin
+# with it (eagerly, a group loss's derivatives would be traced anew on every fit).
+compiled_derivatives = jax.jit(round_derivatives, static_argnames="config")
+
+
+@functools.partial(jax.jit, static_argnames=("config", "mesh"))
+def _compiled_chunk(config, mesh, params, data, raw, first_round, n_trees):
+    if mesh is None:
+        return train_chunk(config, params, data, raw, first_round, n_trees)
+    return sharded_chunk(config, mesh, params, data, raw, first_round, n_trees)
+
+
+# Chunks compiled ahead of time for fits outside any trace on one device, by
+# configuration and argument types, least recently used first. ``fit`` compiles its
+# chunk before it bins the data (``chunk_program`` with the bins as a shape), so the
+# compiler's working memory (about 100 MB at depth 6, whatever the rows) has been
+# handed back before the binned matrix exists; jit's own cache is not filled by an
+# ahead-of-time compilation, hence this one. Bounded, since the configurations hold the
+# user's loss and each program its code: a search over more than this many configurations
+# and data shapes in one process compiles the least recently used again.
+_CHUNK_PROGRAMS: collections.OrderedDict = collections.OrderedDict()
+_CHUNK_PROGRAMS_LOCK = threading.Lock()
+MAX_CHUNK_PROGRAMS = 64
+_ROUND_SPEC = jax.ShapeDtypeStruct((), jnp.int32)
+
+
+def _argument_types(tree) -> tuple:
+    """The pytree structure and each leaf's (shape, dtype, weak type): what decides
+    whether a compiled program accepts the arguments."""
+    leaves, treedef = jax.tree.flatten(tree)
+    avals = [jax.typeof(leaf) for leaf in leaves]  # as jit sees them (Python scalars weak)
+    return treedef, tuple((aval.shape, aval.dtype, aval.weak_type) for aval in avals)
+
+
+def _ahead_of_time(params: BoostParams, data: TrainData, raw, mesh: Mesh | None) -> bool:
+    """Whether ``train`` runs these arguments through ``chunk_program``: on one device,
+    nothing traced."""
+    return mesh is None and not any(is_traced(leaf)
+                                    for leaf in jax.tree.leaves((params, data, raw)))
+
+
+def compile_ahead(config: BoostConfig, params: BoostParams, data: TrainData,
+                  start_raw: jax.Array | None, x_shape: tuple[int, int],
+                  mesh: Mesh | None) -> bool:
+    """Compiles the chunk ``train`` will run on this data before its bins exist.
+
+    Args:
+      data: the fit's data without its bins (``bins`` is not read).
+      start_raw: the starting margins f32[N, K] ``train`` will get, or None.
+      x_shape: (N, F) of the matrix to be binned.
+
+    Returns:
+      Whether it compiled (or found the program compiled); False when ``train`` will
+      compile through jit instead (a mesh, or traced arguments).
+    """
+    n_rows, n_features = x_shape
+    margins = (jax.ShapeDtypeStruct((n_rows, config.n_outputs), jnp.float32)
+               if start_raw is None else jax.ShapeDtypeStruct(start_raw.shape, start_raw.dtype))
+    raw = OrderedMargins(model=margins, ordered=margins) if config.ordered else margins
+    data = data._replace(bins=jax.ShapeDtypeStruct((n_features, n_rows), BIN_DTYPE))
+    if is_traced(start_raw) or not _ahead_of_time(params, data, raw, mesh):
+        return False
+    chunk_program(config, params, data, raw)
+    return True
+
+
+def chunk_program(config: BoostConfig, params: BoostParams, data: TrainData, raw) -> Callable:
+    """The compiled chunk, ``program(params, data, raw, first_round, n_trees)``, for
+    arguments of these types on the default device, compiled now if not held yet.
+
+    ``data`` and ``raw`` may hold ``jax.ShapeDtypeStruct`` in place of arrays (``fit``
+    compiles before the bins exist). Not for traced arguments or a mesh: those go
+    through ``_compiled_chunk`` itself.
+    """
+    args = (params, data, raw, _ROUND_SPEC, _ROUND_SPEC)
+    key = (config, bool(jax.config.jax_enable_x64), str(jax.config.jax_default_device),
+           jax.default_backend(), *_argument_types(args))
+    with _CHUNK_PROGRAMS_LOCK:  # fits may run in threads
+        program = _CHUNK_PROGRAMS.pop(key, None)
+    if program is None:
+        program = _compiled_chunk.lower(config, None, *args).compile()
+    with _CHUNK_PROGRAMS_LOCK:
+        _CHUNK_PROGRAMS[key] = program
+        while len(_CHUNK_PROGRAMS) > MAX_CHUNK_PROGRAMS:
+            _CHUNK_PROGRAMS.popitem(last=False)
+    return program
+
+
+def chunk_runner(config: BoostConfig, params: BoostParams, data: TrainData, raw: Margins,
+                 mesh: Mesh | None) -> Callable:
+    """``run(params, data, raw, first_round, n_trees)``: the chunk for these arguments,
+    held ahead of time where it can be (``chunk_program``), else through jit.
+
+    ``data`` and ``raw`` are already on ``mesh`` when one is given (``sharding.shard_rows``).
+    """
+    if _ahead_of_time(params, data, raw, mesh):
+        return chunk_program(config, params, data, raw)
+    return functools.partial(_compiled_chunk, config, mesh)

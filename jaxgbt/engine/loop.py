@@ -1,0 +1,149 @@
+"""The boosting loop: rounds of (g, h) -> tree -> margin update, on device.
+
+``train`` is the only place rounds are looped. Rounds run in compiled chunks of
+``BoostConfig.rounds_per_chunk`` (``chunk.train_chunk``); the host only queues chunks, it
+never waits for one, so there is no host round-trip per tree or per level. ``train``
+starts from a base score, a warm start's margins or a checkpoint's ``Progress``, and joins
+the chunks' trees into one ``Progress``.
+"""
+
+from collections.abc import Callable
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.sharding import Mesh
+
+from jaxgbt.core.config import BoostConfig
+from jaxgbt.core.layout import n_splits
+from jaxgbt.core.ordered import OrderedMargins
+from jaxgbt.core.round import BoostParams, TrainData
+from jaxgbt.core.tracing import is_traced
+from jaxgbt.core.tree import BinnedTree
+from jaxgbt.engine.compile import chunk_runner
+from jaxgbt.engine.sharding import shard_rows
+
+
+class Progress(NamedTuple):
+    """Training so far: what a checkpoint holds and what ``train`` returns.
+
+    Attributes:
+      trees: the trees of the rounds done, stacked on a leading axis.
+      raw: f32[N, K], the training margins after those rounds.
+      bad_rows: i32[rounds done], rows whose g or h was NaN/inf in each round.
+      raw_ordered: f32[N, K], the ordered margins of ordered boosting (see
+        ``jaxgbt.core.ordered``), else None.
+    """
+
+    trees: BinnedTree
+    raw: jax.Array
+    bad_rows: jax.Array
+    raw_ordered: jax.Array | None = None
+
+    @property
+    def rounds_done(self) -> int:
+        return self.bad_rows.shape[0]
+
+
+def train(config: BoostConfig, params: BoostParams, data: TrainData, base_score: jax.Array,
+          n_trees: int, mesh: Mesh | None = None, resume: Progress | None = None,
+          start_raw: jax.Array | None = None, round_offset: int = 0,
+          on_chunk: Callable[[Progress], None] | None = None) -> Progress:
+    """Boosts until ``n_trees`` rounds are done.
+
+    Args:
+      base_score: f32[K], the starting margin of every row.
+      n_trees: T (not static: a new value reuses the compiled chunk).
+      mesh: a one-axis mesh named ``config.axis_name`` to split rows over, or None.
+      resume: progress to continue from (a checkpoint); None starts at round 0.
+      start_raw: f32[N, K] starting margins instead of ``base_score`` (warm start from
+        an earlier model's predictions).
+      round_offset: rounds already done by an earlier model (warm start): round r here
+        draws the samples and learning rate of round r + round_offset.
+      on_chunk: called on the host with the progress after every chunk of rounds (for
+        validation and checkpoints); it returns True to stop training there. It forces
+        a wait for the device only if it reads the arrays.
+
+    Returns:
+      The progress after ``n_trees`` rounds: trees, training margins f32[N, K] and
+      per-round counts of rows with non-finite gradients.
+    """
+    n_rows = data.weight.shape[0]
+    done = _start(config, base_score, start_raw, n_rows) if resume is None else resume
+    raw = _carried_margins(config, done)
+    if mesh is not None:
+        data, raw = shard_rows(data, raw, mesh, config)
+    run_chunk = chunk_runner(config, params, data, raw, mesh)
+    n_trees_array = jnp.asarray(n_trees + round_offset, jnp.int32)
+    parts = [(done.trees, done.bad_rows)]
+    for first_round in range(done.rounds_done, n_trees, config.rounds_per_chunk):
+        raw, (trees, bad_rows) = run_chunk(params, data, raw,
+                                           jnp.asarray(first_round + round_offset, jnp.int32),
+                                           n_trees_array)
+        kept = min(config.rounds_per_chunk, n_trees - first_round)
+        if kept < config.rounds_per_chunk:
+            trees, bad_rows = jax.tree.map(
+                lambda a, kept=kept: a[:kept] if is_traced(a) else np.asarray(a)[:kept],
+                (trees, bad_rows))
+        parts.append((trees, bad_rows))
+        if on_chunk is not None:
+            done = _joined(parts, raw, n_rows)
+            parts = [(done.trees, done.bad_rows)]
+            if on_chunk(done):
+                break
+    return _joined(parts, raw, n_rows)
+
+
+def _start(config: BoostConfig, base_score: jax.Array, start_raw: jax.Array | None,
+           n_rows: int) -> Progress:
+    """No rounds done: every row at ``base_score`` f32[K], or at ``start_raw`` f32[N, K]."""
+    # Host arrays where values are concrete: eagerly, each device op would compile.
+    start = base_score if is_traced(base_score) else np.asarray(base_score)
+    if start_raw is not None:
+        raw = start_raw
+    elif is_traced(start):
+        raw = jnp.broadcast_to(start, (n_rows, config.n_outputs))
+    else:
+        raw = jax.device_put(np.broadcast_to(start, (n_rows, config.n_outputs)))
+    return Progress(trees=_no_trees(config), raw=raw, bad_rows=np.zeros((0,), np.int32),
+                    raw_ordered=raw if config.ordered else None)
+
+
+def _no_trees(config: BoostConfig) -> BinnedTree:
+    """Zero trees, as host arrays of the shapes a stack of trees has."""
+    n_entries = n_splits(config.depth, config.grow_policy)
+    return BinnedTree(feature=np.zeros((0, n_entries), np.int32),
+                      split_bin=np.zeros((0, n_entries), np.int32),
+                      default_left=np.zeros((0, n_entries), bool),
+                      gain=np.zeros((0, n_entries), np.float32),
+                      leaf_value=np.zeros((0, 2**config.depth, config.n_outputs), np.float32))
+
+
+def _carried_margins(config: BoostConfig, done: Progress):
+    """What the rounds carry: the margins f32[N, K], or with ``config.ordered`` the
+    model's and the ordered margins."""
+    if not config.ordered:
+        return done.raw
+    if done.raw_ordered is None:
+        raise ValueError("ordered boosting cannot resume from progress without ordered "
+                         "margins (a checkpoint of a plain fit); delete the checkpoint.")
+    return OrderedMargins(model=done.raw, ordered=done.raw_ordered)
+
+
+def _joined(parts: list, margins, n_rows: int) -> Progress:
+    """One Progress from chunks of (trees, bad_rows) and the carried margins (padding
+    rows of a sharded fit dropped). Concrete arrays are joined on the host: a device
+    concatenate would compile anew for every growing length."""
+    trees, bad_rows = jax.tree.map(lambda *chunks: _concatenate(chunks), *parts)
+    if isinstance(margins, OrderedMargins):  # on one device: no padding rows
+        return Progress(trees=trees, raw=margins.model, bad_rows=bad_rows,
+                        raw_ordered=margins.ordered)
+    return Progress(trees=trees, raw=margins[:n_rows], bad_rows=bad_rows)
+
+
+def _concatenate(chunks):
+    if any(is_traced(c) for c in chunks):
+        return chunks[0] if len(chunks) == 1 else jnp.concatenate(chunks)
+    # device_put: jnp.asarray of a host array may compile a copy.
+    return jax.device_put(np.concatenate([np.asarray(c) for c in chunks]))

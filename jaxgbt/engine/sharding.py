@@ -1,0 +1,72 @@
+"""Rows split over the devices of a one-axis mesh (``fit(devices=...)``).
+
+Every device holds a slice of the rows and runs the same chunk of rounds under
+``jax.shard_map``; the rounds sum histograms, leaf sums and bad-row counts over
+``BoostConfig.axis_name``, so every device grows the same trees. Which axis of each
+array is split (``_row_specs``) is kept apart from putting the arrays there
+(``shard_rows``, from arrays one process holds whole): a mesh over several processes
+would replace only the placement, each process handing over its own rows.
+"""
+
+import functools
+
+import jax
+import jax.numpy as jnp
+from jax.sharding import Mesh, NamedSharding
+from jax.sharding import PartitionSpec as P
+
+from jaxgbt.core.config import BoostConfig
+from jaxgbt.core.round import BoostParams, TrainData
+from jaxgbt.engine.chunk import train_chunk
+
+
+def _row_specs(config: BoostConfig, data: TrainData) -> TrainData:
+    """How each array of ``data`` is split: the bins u8[F, N] by column, the labels and
+    weights by row. Group losses are not split (``fit`` keeps them on one device)."""
+    rows = P(config.axis_name)
+    return TrainData(bins=P(None, config.axis_name), y=jax.tree.map(lambda _: rows, data.y),
+                     weight=rows, group_index=None, group_mask=None)
+
+
+def sharded_chunk(config: BoostConfig, mesh: Mesh, params: BoostParams, data: TrainData,
+                  raw: jax.Array, first_round: jax.Array, n_trees: jax.Array):
+    """``chunk.train_chunk`` with the rows of ``data`` and ``raw`` f32[N, K] split over
+    ``mesh`` (N a multiple of its devices, see ``shard_rows``); the trees are replicated."""
+    rows = P(config.axis_name)
+    sharded = jax.shard_map(functools.partial(train_chunk, config), mesh=mesh,
+                            in_specs=(P(), _row_specs(config, data), rows, P(), P()),
+                            out_specs=(rows, P()), check_vma=False)
+    return sharded(params, data, raw, first_round, n_trees)
+
+
+def _pad_rows(data: TrainData, n_pad: int, missing_bin: int) -> TrainData:
+    """Appends n_pad rows of weight 0 (missing features, the first row's label)."""
+    if n_pad == 0:
+        return data
+    bins = jnp.pad(data.bins, ((0, 0), (0, n_pad)), constant_values=missing_bin)
+    y = jax.tree.map(lambda a: jnp.concatenate([a, jnp.repeat(a[:1], n_pad, axis=0)]), data.y)
+    weight = jnp.pad(data.weight, (0, n_pad))
+    return data._replace(bins=bins, y=y, weight=weight)
+
+
+def shard_rows(data: TrainData, raw: jax.Array, mesh: Mesh, config: BoostConfig
+               ) -> tuple[TrainData, jax.Array]:
+    """Pads rows to a multiple of the device count and places them on the mesh.
+
+    Args:
+      data: the fit's data, N rows.
+      raw: f32[N, K], the starting margins.
+
+    Returns:
+      The data and margins with N rounded up to a multiple of the devices (padding rows of
+      weight 0 and margin 0, last), split over ``mesh`` as ``_row_specs`` says.
+    """
+    n_rows = data.weight.shape[0]
+    n_pad = -n_rows % mesh.devices.size
+    data = _pad_rows(data, n_pad, config.n_bins - 1)
+    raw = jnp.pad(raw, ((0, n_pad), (0, 0)))
+    rows = NamedSharding(mesh, P(config.axis_name))
+    feature_rows = NamedSharding(mesh, P(None, config.axis_name))
+    data = data._replace(bins=jax.device_put(data.bins, feature_rows),
+                         y=jax.device_put(data.y, rows), weight=jax.device_put(data.weight, rows))
+    return data, jax.device_put(raw, rows)
