@@ -11,11 +11,11 @@ from conftest import make_regression
 
 import jaxgbt.core
 from jaxgbt.core.config import BoostConfig
+from jaxgbt.core.layout import Oblivious
 from jaxgbt.core.ordered import OrderedMargins, row_order
 from jaxgbt.core.round import BoostParams, TrainData, boost_round
 from jaxgbt.core.sampling import SamplingParams
 from jaxgbt.core.split import SplitParams
-from jaxgbt.core.tree import leaf_from_bins
 from jaxgbt.data.binning import apply_bins, compute_thresholds
 from jaxgbt.objectives import resolve
 
@@ -54,7 +54,7 @@ def test_the_ordered_strategy_grows_at_the_ordered_margins_and_sets_leaves_at_th
     np.testing.assert_array_equal(tree.feature, plain_tree.feature)
     np.testing.assert_array_equal(tree.split_bin, plain_tree.split_bin)
     # ... the leaves are the Newton step of squared error (g = f - y, h = 1) at the model's.
-    leaf = np.asarray(leaf_from_bins(data.bins, tree, N_BINS, "oblivious"))
+    leaf = np.asarray(Oblivious().leaf_from_bins(data.bins, tree, N_BINS))
     w = np.asarray(data.weight, np.float64)[:, None]
     G = np.zeros((2**DEPTH, 1))
     H = np.zeros((2**DEPTH, 1))
@@ -71,7 +71,7 @@ def test_a_plain_round_carries_one_margin_array():
     config, params, data = _round_inputs(ordered=False)
     raw = jnp.zeros((data.weight.shape[0], 1), jnp.float32)
     new, (tree, bad_rows) = boost_round(config, params, data, raw, jnp.int32(0))
-    leaf = leaf_from_bins(data.bins, tree, N_BINS, "oblivious")
+    leaf = Oblivious().leaf_from_bins(data.bins, tree, N_BINS)
     np.testing.assert_array_equal(new, raw + tree.leaf_value[leaf])
     assert int(bad_rows) == 0
 
