@@ -7,7 +7,7 @@ respect to thresholds and inputs is zero almost everywhere; ``soft_predict_raw``
 each split by a sigmoid of a temperature, which is differentiable in thresholds and inputs
 and equals the hard model as the temperature goes to 0. ``finetune`` refits the float
 arrays end to end with optax on a loss of the whole batch (non-decomposable losses such as
-``pairwise_auc_loss`` included). Dimension names are those of ``_dtypes.py``.
+``pairwise_auc_loss`` included). Dimension names are those of ``core/dtypes.py``.
 """
 
 import dataclasses

@@ -39,7 +39,7 @@ class BoostConfig:
         optax schedule), or None to use the traced ``learning_rate`` parameter.
       rounds_per_chunk: rounds per device call.
       axis_name: the mesh axis rows are split over, or None on one device.
-      curvature: "exact", "full", "fisher" or "constant" (see ``_derivatives``).
+      curvature: "exact", "full", "fisher" or "constant" (see ``objectives.derivatives``).
       fisher: the objective's expected Hessian, for ``curvature="fisher"``.
       grouped: the loss is over groups of rows (``loss(y_q, f_q, mask_q)``).
       leaf_quantile: when set, leaves are refreshed to this quantile of the residuals.

@@ -109,13 +109,11 @@ def build_histogram(bins: jax.Array, node: jax.Array, gh: jax.Array, n_nodes: in
 
     The rows are summed in blocks (``rows_per_block``), each added to the running sums
     in place. Under ``jax.vmap`` over models on CPU this is not batched: the boosting
-    round around it runs one model after another (``_batching.one_model_at_a_time``).
+    round around it runs one model after another (``engine.batching.one_model_at_a_time``).
 
-    Sums over an odd number of rows were 1.5-2.5x slower per row than over an even one
-    on XLA:CPU (28 features, 32 nodes, 2 cores: 7.4-7.7 ms at 200,001 rows, 4.5-5.0 ms
-    at 200,000 and 200,002; blocks of 176,667 rows against 176,668: 31 ms and 12 ms per
-    530,000 rows). So blocks are even, and an odd N is summed as its first N - 1 rows
-    and then its last row: the same additions in the same order.
+    Sums over an odd number of rows were slower per row than over an even one on
+    XLA:CPU (docs/benchmarks.md). So blocks are even, and an odd N is summed as its first
+    N - 1 rows and then its last row: the same additions in the same order.
     """
     n_features, n_rows = bins.shape
     n_columns = gh.shape[1]

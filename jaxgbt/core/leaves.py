@@ -49,11 +49,11 @@ def quantile_leaves(residual: jax.Array, weight: jax.Array, leaf: jax.Array, n_l
       f32[L]: the smallest residual r of each leaf with (weight of residuals <= r)
       >= alpha * (leaf weight); 0 for a leaf without weight.
 
-    Found bit by bit on the residuals' integer keys (``_order.unsigned_order_key``), for every
+    Found bit by bit on the residuals' integer keys (``order.unsigned_order_key``), for every
     leaf at once: the largest key v with (weight of residuals below v) < alpha * (leaf
     weight) is that quantile. 32 passes of a comparison and a weighted count per leaf
-    over N rows, instead of sorting the rows by leaf and residual (a sort XLA:CPU takes
-    50-60 ms for at 200,000 rows).
+    over N rows, instead of sorting the rows by leaf and residual (slower on XLA:CPU,
+    docs/benchmarks.md).
     """
     leaf_weight = jax.ops.segment_sum(weight, leaf, num_segments=n_leaves)
     # A small tolerance: the counts below sum the leaf's weights in another order.

@@ -74,9 +74,8 @@ compiled_row_order = jax.jit(row_order, static_argnames="n_rows")
 def block_size(n_leaves: int) -> int:
     """S, rows per block of ``leaf_prefix_sums``: about 4 sqrt(L), a power of two in
     [32, 256]. It balances the work within blocks (N S) against the per-leaf block totals
-    (N L / S). Measured for ``prefix_leaf_values`` at N = 50,000 on a 2-core CPU: 2.4 ms
-    per round at L = 64, 9 ms at L = 1024 and 31 ms at L = 4096, against 14 to 16 ms at
-    any L for the alternative, a sort by (leaf, place) and a segmented scan."""
+    (N L / S); below about L = 1024 it beats the alternative, a sort by (leaf, place) and
+    a segmented scan (docs/benchmarks.md)."""
     return min(max(2 ** round(math.log2(4 * math.sqrt(n_leaves))), 32), 256)
 
 

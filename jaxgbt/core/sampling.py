@@ -87,11 +87,8 @@ def row_multiplier(key: jax.Array, method: str, params: SamplingParams, g: jax.A
 
 
 # A round's drawn rows are gathered only when at most this fraction of the rows could be
-# drawn. At 200,000 rows x 28 features (2 cores) placing the drawn rows in their slots
-# took 0.7 ms and gathering their bins 0.9 ms (4.5 and 4.0 ms at 1M rows), against 4-5
-# ms for a level's histogram. Whole fits (depth 6): a rate of 0.5 took 0.023-0.027 s
-# per tree gathered against 0.032-0.039 on all rows at 200,000 rows, and 0.115-0.120
-# against 0.147-0.153 at 1M; at 0.7 (1M rows) and 0.8 (200,000) neither was faster.
+# drawn: the gather costs a fraction of a level's histogram and pays at rates up to about
+# this one, not above (docs/benchmarks.md).
 GATHER_AT_MOST = 0.7
 
 # Slots for the drawn rows: this many standard deviations above the expected count.

@@ -62,9 +62,8 @@ def _score(G: jax.Array, H: jax.Array, params: SplitParams) -> jax.Array:
 
 def _sum_outputs(x: jax.Array) -> jax.Array:
     """x summed over its last (output) axis of K, as K - 1 elementwise additions: a
-    reduction over a last axis of a few entries made XLA:CPU's loops 5-10x slower (a
-    level's gains at 28 features, 32 nodes, 256 bins: K = 2, 18.5 ms against 2; K = 4,
-    35 ms)."""
+    reduction over a last axis of a few entries made XLA:CPU's loops several times
+    slower (docs/benchmarks.md)."""
     total = x[..., 0]
     for k in range(1, x.shape[-1]):
         total = total + x[..., k]
@@ -80,9 +79,8 @@ def prefix_sums(x: jax.Array, axis: int) -> jax.Array:
     products: sums within blocks of ``_PREFIX_BLOCK``, then the totals of the blocks
     before.
 
-    The same sums as ``jnp.cumsum``, which XLA:CPU runs as a reduce-window over the
-    whole axis: on a level's histograms (28 features, 32 nodes, 255 bins, g and h) that
-    took 1.1-1.3 ms, this 0.34-0.39 ms. Products at full float32 precision, so that
+    The same sums as ``jnp.cumsum``, which XLA:CPU runs as a slower reduce-window over
+    the whole axis (docs/benchmarks.md). Products at full float32 precision, so that
     accelerators do not round them to TF32.
     """
     n = x.shape[axis]

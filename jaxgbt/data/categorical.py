@@ -25,7 +25,7 @@ Values: a column of a pandas ``category``, object or string dtype (or a NumPy ob
 holds *labels*: they are mapped to codes 0..C-1 on the host, and the labels are kept in the
 model so that predict reads the same labels. Any other categorical column holds *values*
 compared as float32 (NumPy codes, integer columns). Dimension names are those of
-``_dtypes.py``; F_enc is the width of the encoded matrix the trees split on.
+``core/dtypes.py``; F_enc is the width of the encoded matrix the trees split on.
 """
 
 import dataclasses

@@ -136,8 +136,7 @@ def release_free_heap() -> None:
     XLA's CPU compiler and runtime allocate from the C heap, and glibc keeps what they
     free (each thread's arena apart) for later allocations. After ``fit``'s compilation,
     about 100 MB it no longer uses would otherwise stay resident under the binned data
-    (``docs/benchmarks.md``, peak memory). Each call took 30 microseconds on a fresh
-    process and about 5 ms after a 1M-row fit with 130 MB just freed.
+    (``docs/benchmarks.md``, peak memory). A call is cheap next to a fit (same page).
     """
     trim = _malloc_trim()
     if trim is not None:

@@ -9,7 +9,7 @@ keyword-only argument, ``group``: query ids, or a ``QueryLayout`` built on the h
 
 Dtypes: labels, predictions and weights may be any real dtype. A metric computes in the
 float type of ``pred``, at least float32: float32 by default, float64 for float64 inputs
-under ``jax.enable_x64``. Dimension names are those of ``_dtypes.py`` (N rows, K classes),
+under ``jax.enable_x64``. Dimension names are those of ``core/dtypes.py`` (N rows, K classes),
 plus Q queries and G rows in the largest query for the ranking metrics.
 """
 
@@ -665,7 +665,7 @@ def concordance_index(y: ArrayLike, pred: ArrayLike, weight: ArrayLike | None = 
     (integer weights act as copies). 0.5 is chance, 1 a perfect ordering.
 
     All N^2 pairs are compared, in chunks of 256 event-side rows so that memory stays
-    O(256 N): about 15 ms for N = 5000 on two CPU cores, once jitted.
+    O(256 N).
 
     Args:
       y: f32[N, 2], column 0 the time (observed or censored), column 1 the event
