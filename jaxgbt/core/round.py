@@ -1,7 +1,7 @@
 """One boosting round: derivatives -> sampled (g, h) -> tree -> leaf values -> new margins.
 
 ``boost_round`` is the only round. Plain and ordered boosting (``jaxgbt.core.ordered``)
-run the same steps and differ only in the margins they carry, which a ``Boosting``
+run the same steps and differ only in the margins they carry, which a ``RoundStrategy``
 strategy reads and moves: at which margins the tree's gradients are taken, at which the
 model's leaf values are set, and how the carried margins update after the tree.
 """
@@ -74,7 +74,7 @@ def round_derivatives(config: BoostConfig, params: BoostParams, data: TrainData,
                            config.fisher)(data.y, raw, params.hessian_floor)
 
 
-class Boosting(NamedTuple):
+class RoundStrategy(NamedTuple):
     """What plain and ordered boosting do differently in a round: pure functions of the
     ``Margins`` they carry.
 
@@ -120,10 +120,10 @@ def _advance_ordered(config, params, data, margins, step, gh, leaf, learning_rat
     return OrderedMargins(model=margins.model + step, ordered=margins.ordered + ordered_step)
 
 
-PLAIN = Boosting(model_margins=_same_margins, structure_margins=None, advance=_add_step)
+PLAIN = RoundStrategy(model_margins=_same_margins, structure_margins=None, advance=_add_step)
 # CatBoost's ordered boosting: the tree is grown from the gradients at the ordered margins,
 # its leaf values are set from those at the model's (``jaxgbt.core.ordered``).
-ORDERED = Boosting(model_margins=_model_of, structure_margins=_ordered_of,
+ORDERED = RoundStrategy(model_margins=_model_of, structure_margins=_ordered_of,
                    advance=_advance_ordered)
 
 
