@@ -301,14 +301,6 @@ _compiled_leaf_index = jax.jit(_leaf_index)
 
 
 def load(path, link=None) -> Booster:
-    """Reads a model written by ``Booster.save`` / ``jaxgbt.save``.
-
-    Args:
-      path: the file.
-      link: the inverse link of a custom loss, if it had one (links are code and are
-        not stored; built-in objectives get theirs back by name).
-
-    Raises:
-      ModelFormatError: the file is not a valid model (the message says why).
-    """
+    """The model written to ``path`` by ``Booster.save`` / ``jaxgbt.save``; ``link`` and
+    the errors raised are those of ``io.model_format.read_model``."""
     return Booster(**model_format.read_model(path, link))
