@@ -16,6 +16,9 @@ import jax.numpy as jnp
 from jaxgbt.core.order import from_unsigned_order_key, unsigned_order_key
 from jaxgbt.core.split import MIN_DENOMINATOR, SplitParams, soft_threshold
 
+# Relative gap between two float32 sums of the same weights added in other orders.
+_SUM_ORDER_TOLERANCE = 1e-6
+
 
 def newton_full(G: jax.Array, H: jax.Array, params: SplitParams) -> jax.Array:
     """Leaf values -(H + l2 I)^-1 T_l1(G).
@@ -57,7 +60,7 @@ def quantile_leaves(residual: jax.Array, weight: jax.Array, leaf: jax.Array, n_l
     """
     leaf_weight = jax.ops.segment_sum(weight, leaf, num_segments=n_leaves)
     # A small tolerance: the counts below sum the leaf's weights in another order.
-    target = alpha * leaf_weight * (1 - 1e-6)
+    target = alpha * leaf_weight * (1 - _SUM_ORDER_TOLERANCE)
     key = unsigned_order_key(residual)
     n_bits = 8 * residual.dtype.itemsize
 

@@ -41,6 +41,12 @@ from jaxgbt.core.tracing import is_traced
 ROW_SAMPLING = ("none", "bernoulli", "poisson", "goss")
 
 
+# GOSS's rates as divisors are at least this: a top rate of 1 or an other rate of 0
+# leaves no rows to draw, and the division must stay finite.
+_MIN_RATE = 1e-6
+# Per-node feature draws use fold_in(tree key, this), apart from the per-level draws.
+_NODE_STREAM = 1
+
 class SamplingParams(NamedTuple):
     """Sampling rates as traced f32[] scalars, and the round-independent key."""
 
@@ -79,9 +85,9 @@ def row_multiplier(key: jax.Array, method: str, params: SamplingParams, g: jax.A
         # The n_top-th largest magnitude: rows at or above it are kept as they are.
         threshold = kth_largest(magnitude, jnp.minimum(n_top, n_rows))
         top = magnitude >= threshold
-        rest_rate = params.goss_other_rate / jnp.maximum(1.0 - params.goss_top_rate, 1e-6)
+        rest_rate = params.goss_other_rate / jnp.maximum(1.0 - params.goss_top_rate, _MIN_RATE)
         drawn = jax.random.bernoulli(key, jnp.clip(rest_rate, 0.0, 1.0), (n_rows,))
-        amplify = (1.0 - params.goss_top_rate) / jnp.maximum(params.goss_other_rate, 1e-6)
+        amplify = (1.0 - params.goss_top_rate) / jnp.maximum(params.goss_other_rate, _MIN_RATE)
         return jnp.where(top, 1.0, jnp.where(drawn, amplify, 0.0))
     raise ValueError(f"row sampling {method!r}: use one of {ROW_SAMPLING}.")
 
@@ -176,7 +182,7 @@ def node_feature_masks(key: jax.Array, params: SamplingParams, level_masks: jax.
     ``colsample_bynode`` of its level's features bool[D, F] (``level_feature_masks``,
     whose draws these leave unchanged)."""
     depth = level_masks.shape[0]
-    keys = jax.random.split(jax.random.fold_in(key, 1), depth * n_nodes)
+    keys = jax.random.split(jax.random.fold_in(key, _NODE_STREAM), depth * n_nodes)
     keys = keys.reshape((depth, n_nodes) + keys.shape[1:])
 
     def level(level_keys, mask):

@@ -42,6 +42,11 @@ class Derivatives(NamedTuple):
     h_full: jax.Array | None = None
 
 
+# The Newton start steps by the gradient alone where the summed curvature is below this
+# fraction of the summed weight (no usable step size there).
+_MIN_RELATIVE_CURVATURE = 1e-6
+
+
 def _scalar_g_h(loss, y_i, f_i):
     # One forward-over-reverse pass gives g and h together.
     return jax.jvp(lambda f: jax.grad(loss, argnums=1)(y_i, f), (f_i,), (jnp.ones_like(f_i),))
@@ -167,7 +172,7 @@ def newton_constant(loss: Loss, vector_output: bool, y, weight: jax.Array, n_out
         g, h, _ = derivatives(y, raw)
         G = weight @ g
         H = weight @ h
-        H = jnp.where(H > 1e-6 * total_weight, H, total_weight)
+        H = jnp.where(H > _MIN_RELATIVE_CURVATURE * total_weight, H, total_weight)
         direction = -G / H
         now = mean_loss(c)
         scales = 0.5 ** jnp.arange(n_halvings, dtype=jnp.float32)
