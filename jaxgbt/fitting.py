@@ -47,7 +47,7 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
         callbacks: Sequence = (), verbose: int = 0,
         init_model: Booster | None = None,
         devices: "str | Sequence[jax.Device] | None" = None, checkpoint_path=None,
-        checkpoint_every: int = 100) -> Booster:
+        checkpoint_every: int = 100, feature_names=None) -> Booster:
     """Fits a boosted ensemble of trees (oblivious by default) to any differentiable loss.
 
     Args:
@@ -56,7 +56,8 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
         function ``loss(y_i, f_i) -> scalar`` for one row written in ``jax.numpy`` (with
         ``group=``: ``loss(y_q, f_q, mask_q) -> scalar`` for one query). Gradients and
         Hessians come from ``jax.grad``.
-      X: array of shape (N, F); NaN marks a missing value.
+      X: array of shape (N, F) or a pandas DataFrame; NaN marks a missing value. A
+        DataFrame's column names are kept as the model's ``feature_names``.
       y: labels: shape (N,), (N, ...) or a dict of such arrays (a custom loss then sees
         one row of each, e.g. counts with exposures).
       n_trees: T, boosting rounds.
@@ -131,6 +132,9 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
         (see ``jaxgbt.io.checkpoint``).
       checkpoint_every: rounds between checkpoints (saved at the end of a compiled
         chunk of 16 rounds).
+      feature_names: names of the F columns of X, distinct strings; default: a
+        DataFrame's column names, or None for an array. With a DataFrame they must equal
+        its columns. ``predict`` then matches a DataFrame's columns by name.
 
     Returns:
       A Booster.
@@ -147,7 +151,7 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
     spec.check_mode(boosting, "boosting", Boosting)
     data = Dataset.read(X, y, sample_weight=sample_weight, group=group,
                         categorical_features=categorical_features, objective=objective,
-                        kind=kind)
+                        kind=kind, feature_names=feature_names)
     n_outputs, vector_output = spec.outputs(objective, data.y, n_outputs, kind)
     curvature = spec.curvature(objective, hessian, vector_output)
     rates = dict(subsample=subsample, goss_top_rate=goss_top_rate,
@@ -237,7 +241,7 @@ def _booster(trees, thresholds: np.ndarray, start, objective: Objective, data: D
                    leaf_value=trees.leaf_value, base_score=start, objective=objective,
                    n_features=data.n_features, vector_output=config.vector_output,
                    encoder=data.encoder, grow_policy=config.grow_policy,
-                   best_round=best_round, history=history)
+                   feature_names=data.feature_names, best_round=best_round, history=history)
 
 
 def _checkpointing(path, every: int, evaluator: Evaluator, data: TrainData, params, start,

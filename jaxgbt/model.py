@@ -38,6 +38,9 @@ class Booster:
       n_features: F (static).
       vector_output: whether margins have shape (N, K) rather than (N,) (static).
       grow_policy: "oblivious" or "depthwise", the layout of the split arrays (static).
+      feature_names: the names of the F columns of X (a training DataFrame's, or fit's
+        ``feature_names=``), or None (static). With names, ``predict`` reads a DataFrame's
+        columns by name, in any order.
       best_round: i32[], the round of the best validation score when the fit had an
         eval_set and early stopping, else None. ``predict`` uses trees 0..best_round
         unless told otherwise.
@@ -57,6 +60,8 @@ class Booster:
     n_features: int = dataclasses.field(metadata=dict(static=True))
     vector_output: bool = dataclasses.field(default=False, metadata=dict(static=True))
     grow_policy: str = dataclasses.field(default="oblivious", metadata=dict(static=True))
+    feature_names: tuple[str, ...] | None = dataclasses.field(default=None,
+                                                             metadata=dict(static=True))
     best_round: jax.Array | None = None
     history: dict[str, jax.Array] | None = None
     encoder: Encoder | None = None
@@ -84,8 +89,10 @@ class Booster:
         return self.n_features if self.encoder is None else self.encoder.n_encoded
 
     def _check_X(self, X) -> jax.Array:
-        from jaxgbt.data.validation import check_predict_X, is_traced
+        from jaxgbt.data.validation import check_predict_X, is_traced, select_columns
 
+        if self.feature_names is not None and not is_traced(X):
+            X = select_columns(X, self.feature_names)  # a DataFrame's columns, by name
         if self.encoder is not None:
             # A jax array holds codes already (``encoder.to_codes``), so jit works;
             # anything else is read on the host, labels included.
@@ -111,8 +118,10 @@ class Booster:
         """Raw margins: f32[N] for scalar models, f32[N, K] for vector outputs.
 
         Args:
-          X: array of shape (N, F); NaN is a missing value. With categorical
-            features also a DataFrame or object array holding their labels.
+          X: array of shape (N, F) or a DataFrame; NaN is a missing value. With
+            categorical features also an object array holding their labels. When the
+            model has ``feature_names``, a DataFrame's columns are matched by name: it
+            must hold exactly those columns, in any order.
           n_trees: use only the first n_trees trees (default: all of them, or those up
             to ``best_round`` when early stopping chose one; pass ``self.n_trees`` to
             use every tree then).
@@ -289,9 +298,9 @@ def _leaf_index(model: Booster, X: jax.Array) -> jax.Array:
 
 
 def _for_prediction(model: Booster) -> Booster:
-    """The model without its training record, which prediction does not read (so that
-    models differing only in their history share one compiled program)."""
-    return dataclasses.replace(model, best_round=None, history=None)
+    """The model without its training record and names, which prediction does not read
+    (so that models differing only in them share one compiled program)."""
+    return dataclasses.replace(model, best_round=None, history=None, feature_names=None)
 
 
 # Compiled once per model shape and X shape: eagerly, each prediction would dispatch the

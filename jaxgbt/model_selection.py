@@ -89,7 +89,10 @@ def cv(loss: "str | Objective | Callable", X, y, *, n_folds: int = 5,
         if name in fit_kwargs:
             raise ValueError(f"cv: {name} is not allowed; each fold is scored on its held-out "
                              "rows, and best_round comes from the mean curve.")
+    columns = check.column_names(X)  # before X becomes an array
     X = check.check_X(X)
+    fit_kwargs["feature_names"] = check.check_feature_names(fit_kwargs.get("feature_names"),
+                                                            columns, X.shape[1])
     n_rows = X.shape[0]
     weight = check.check_sample_weight(sample_weight, n_rows)
     if folds is None:

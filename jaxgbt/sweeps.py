@@ -75,7 +75,10 @@ def fit_many(loss: "str | Objective | Callable", X, y, params: Mapping[str, Any]
     """
     objective = resolve(loss, fit_kwargs.pop("link", None))
     rows, n_members = member_rows(params, fit_kwargs)
+    columns = check.column_names(X)  # before X becomes an array
     X = check.check_X(X)
+    fit_kwargs["feature_names"] = check.check_feature_names(fit_kwargs.get("feature_names"),
+                                                            columns, X.shape[1])
     return vmapped_fit(objective, X, y, rows, n_members, fit_kwargs, batch_size)
 
 

@@ -290,8 +290,10 @@ def test_errors_name_the_problem(frame_model):
         jax.vmap(lambda w: jaxgbt.fit("logistic", frame, y, sample_weight=w,
                                       categorical_features=["size"], **SMALL))(
             jnp.ones((2, y.size)))
-    with pytest.raises(ValueError, match="X has 2 features but the model was trained on 3"):
+    with pytest.raises(ValueError, match=r"missing columns \['size'\]"):
         model.predict(frame[["x", "color"]])
+    with pytest.raises(ValueError, match="X has 2 features but the model was trained on 3"):
+        model.predict(frame[["x", "color"]].to_numpy(dtype=object))
     with pytest.raises(TypeError, match="column 'x' must hold numbers"):
         model.predict(frame.assign(x="a"))
 

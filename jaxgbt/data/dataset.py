@@ -35,6 +35,8 @@ class Dataset:
       declared: the categorical columns declared or found (``categorical.read``), or
         None when there are none.
       encoder: the fitted ``categorical.Encoder`` once encoded, else None.
+      feature_names: the names of the F raw columns (a DataFrame's or ``feature_names=``),
+        or None.
     """
 
     X: np.ndarray
@@ -44,6 +46,7 @@ class Dataset:
     group_mask: jax.Array | None
     declared: Any = None
     encoder: categorical.Encoder | None = None
+    feature_names: tuple[str, ...] | None = None
 
     @property
     def n_rows(self) -> int:
@@ -56,15 +59,18 @@ class Dataset:
 
     @classmethod
     def read(cls, X, y, *, sample_weight, group, categorical_features, objective,
-             kind: str) -> "Dataset":
-        """Checks the training inputs; ``kind`` is the loss's ("row", "group", "dataset")."""
+             kind: str, feature_names=None) -> "Dataset":
+        """Checks the training inputs; ``kind`` is the loss's ("row", "group", "dataset");
+        ``feature_names``: None or F names (``check.check_feature_names``)."""
+        columns = check.column_names(X)
         X, declared = categorical.read(X, categorical_features)
         X = check.check_X(X)
+        names = check.check_feature_names(feature_names, columns, X.shape[1])
         y = check.check_y(y, X.shape[0], objective)
         weight = (sample_weight if check.is_traced(sample_weight)
                   else check.check_sample_weight(sample_weight, X.shape[0]))
         group_index, group_mask = group_layout(kind, group, X.shape[0])
-        return cls(X, y, weight, group_index, group_mask, declared)
+        return cls(X, y, weight, group_index, group_mask, declared, feature_names=names)
 
     def encoded(self, objective, vector_output: bool, n_outputs: int, one_hot_max_size,
                 seed, init_model=None) -> "Dataset":

@@ -202,3 +202,83 @@ def check_predict_X(X, n_features: int) -> None:
     if shape[1] != n_features:
         raise ValueError(f"X has {shape[1]} features but the model was trained on {n_features}; "
                          "pass the same columns, in the same order, as in training.")
+
+
+def column_names(X) -> tuple | None:
+    """The column labels of a DataFrame (anything with ``.columns``), or None for arrays.
+
+    A traced or array X has no names; reading the labels copies no data.
+    """
+    if is_traced(X) or isinstance(X, (np.ndarray, jax.Array)) or not hasattr(X, "columns"):
+        return None
+    return tuple(X.columns)
+
+
+def check_feature_names(feature_names, columns: tuple | None,
+                        n_features: int) -> tuple[str, ...] | None:
+    """The names of X's F columns, as a tuple of distinct strings, or None.
+
+    Args:
+      feature_names: what the user passed: None or a sequence of F distinct strings.
+      columns: X's column labels (``column_names``), or None when X is an array.
+      n_features: F, the width of X.
+
+    Returns:
+      ``feature_names`` when given, else the DataFrame's labels when they are all
+      strings, else None (an array, or a DataFrame with integer column labels).
+    """
+    named = columns is not None and all(isinstance(c, str) for c in columns)
+    if feature_names is None:
+        if not named:
+            return None
+        names = tuple(str(c) for c in columns)
+        repeated = sorted({c for c in names if names.count(c) > 1})
+        if repeated:
+            raise ValueError(f"X has the repeated column names {repeated}; predict matches "
+                             "columns by name, so rename them to be distinct.")
+        return names
+    if isinstance(feature_names, (str, bytes)) or not hasattr(feature_names, "__iter__"):
+        raise TypeError(f"feature_names must be a sequence of F={n_features} strings; got "
+                        f"{feature_names!r}.")
+    names = tuple(feature_names)
+    if not all(isinstance(c, str) for c in names):
+        raise TypeError(f"feature_names must hold strings; got {list(names)!r}.")
+    names = tuple(str(c) for c in names)
+    if len(names) != n_features:
+        raise ValueError(f"feature_names has {len(names)} names but X has {n_features} "
+                         "columns; give one name per column.")
+    repeated = sorted({c for c in names if names.count(c) > 1})
+    if repeated:
+        raise ValueError(f"feature_names repeats {repeated}; give each column its own name.")
+    if named and names != tuple(columns):
+        raise ValueError(f"feature_names={list(names)} differs from X's columns "
+                         f"{list(columns)}; leave feature_names out (the DataFrame's "
+                         "column names are used) or pass matching names.")
+    return names
+
+
+def select_columns(X, feature_names: tuple[str, ...]):
+    """A DataFrame X's columns in the order of ``feature_names``, matched by name; X
+    itself when it is an array or already in that order.
+
+    Raises:
+      ValueError: X lacks some of the names, has columns the model does not know, or
+        repeats a column.
+    """
+    columns = column_names(X)
+    if columns is None or columns == feature_names:
+        return X
+    known = set(feature_names)
+    missing = [c for c in feature_names if c not in set(columns)]
+    unknown = [c for c in columns if c not in known]
+    repeated = sorted({c for c in columns if columns.count(c) > 1}, key=str)
+    if missing or unknown or repeated:
+        problems = "; ".join(part for part in (
+            f"missing columns {missing}" if missing else "",
+            f"unknown columns {unknown}" if unknown else "",
+            f"repeated columns {repeated}" if repeated else "") if part)
+        raise ValueError(f"X's columns do not match the model's feature names ({problems}); "
+                         f"pass exactly the columns the model was trained on: "
+                         f"{list(feature_names)} (in any order), or an array with them in "
+                         "that order.")
+    return X[list(feature_names)]
