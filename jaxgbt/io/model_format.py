@@ -12,7 +12,8 @@ A depthwise model adds the optional header field "grow_policy": "depthwise" (its
 arrays then have one entry per node, shape (T, 2**D - 1)); files without it are oblivious.
 A model with categorical features adds the optional header field "categorical", the
 arrays categories.npy and category_stats.npy, and labels.json (the category labels);
-files without them load as before.
+files without them load as before. A model with column names adds the optional header
+field "feature_names" (a list of F distinct strings); files without it load with None.
 
 ``save`` writes to a temporary file in the target folder, flushes it to disk and
 renames it over the target, so a crash never leaves a half-written model. ``load``
@@ -94,6 +95,8 @@ def save(model, path) -> None:
     }
     if model.grow_policy != "oblivious":
         header["grow_policy"] = model.grow_policy
+    if getattr(model, "feature_names", None) is not None:
+        header["feature_names"] = list(model.feature_names)
     members = {}
     if model.encoder is not None:
         header["categorical"], encoder_arrays, labels = _encoder_record(model.encoder)
@@ -172,6 +175,7 @@ def read_model(path, link: Link | None = None) -> dict:
     if not (largest <= np.finfo(np.float32).max / 2).all():
         fail(path, "leaf values add up to margins beyond the float32 range")
     best_round, history = _read_training_record(header, T, path)
+    feature_names = _read_feature_names(header, F, path)
     objective = by_name(name)
     if objective is None:
         objective = Objective(name=name, loss=None)
@@ -183,7 +187,21 @@ def read_model(path, link: Link | None = None) -> dict:
                       stacklevel=2)
     return dict(**{k: jnp.asarray(v) for k, v in arrays.items()}, objective=objective,
                 n_features=F, vector_output=vector_output, grow_policy=grow_policy,
-                best_round=best_round, history=history, encoder=encoder)
+                feature_names=feature_names, best_round=best_round, history=history,
+                encoder=encoder)
+
+
+def _read_feature_names(header: dict, n_features: int, path) -> tuple[str, ...] | None:
+    """The optional column names of a header: F distinct strings (None when absent)."""
+    names = header.get("feature_names")
+    if names is None:
+        return None
+    if (not isinstance(names, list) or len(names) != n_features
+            or not all(isinstance(name, str) for name in names)):
+        fail(path, f"feature_names must be a list of n_features={n_features} strings")
+    if len(set(names)) != len(names):
+        fail(path, "feature_names must be distinct")
+    return tuple(names)
 
 
 def _read_training_record(header: dict, n_trees: int, path):
