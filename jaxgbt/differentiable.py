@@ -21,6 +21,7 @@ import optax
 from jax import lax
 
 from jaxgbt.core.layout import Layout
+from jaxgbt.data.validation import check_predict_X, is_traced
 from jaxgbt.model import Booster
 
 # The float arrays a user may train; the integer structure (feature, default_left) stays.
@@ -144,8 +145,6 @@ def soft_predict_raw(model: Booster, X, temperature: Any, n_trees: int | None = 
 
 
 def _soft_X(model: Booster, X) -> jax.Array:
-    from jaxgbt.data.validation import check_predict_X, is_traced
-
     if getattr(model, "encoder", None) is not None:
         raise ValueError("this model encodes categorical features before its trees; the soft "
                          "model and finetune read raw numeric columns only. Encode first: "

@@ -15,6 +15,7 @@ import numpy as np
 from jaxgbt.core.layout import Layout, Oblivious, layout
 from jaxgbt.data.categorical import Encoder
 from jaxgbt.data.transfer import to_device
+from jaxgbt.data.validation import check_predict_X, is_traced, select_columns
 from jaxgbt.io import model_format
 from jaxgbt.objectives import Objective
 
@@ -89,8 +90,6 @@ class Booster:
         return self.n_features if self.encoder is None else self.encoder.n_encoded
 
     def _check_X(self, X) -> jax.Array:
-        from jaxgbt.data.validation import check_predict_X, is_traced, select_columns
-
         if self.feature_names is not None and not is_traced(X):
             X = select_columns(X, self.feature_names)  # a DataFrame's columns, by name
         if self.encoder is not None:
@@ -180,9 +179,7 @@ class Booster:
 
     def save(self, path) -> None:
         """Writes the model to ``path`` (see ``jaxgbt.io.model_format`` for the format)."""
-        from jaxgbt.io.model_format import save
-
-        save(self, path)
+        model_format.save(self, path)
 
     def __repr__(self) -> str:
         # The default layout is left out, as it was before depthwise trees existed.

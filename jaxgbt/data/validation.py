@@ -4,6 +4,7 @@ Every check names the argument, what it saw, what is allowed and what to do. Inp
 are converted to new arrays or read-only views; nothing the caller passed is modified.
 """
 
+import collections
 import numbers
 
 import jax
@@ -232,10 +233,9 @@ def check_feature_names(feature_names, columns: tuple | None,
         if not named:
             return None
         names = tuple(str(c) for c in columns)
-        repeated = sorted({c for c in names if names.count(c) > 1})
-        if repeated:
-            raise ValueError(f"X has the repeated column names {repeated}; predict matches "
-                             "columns by name, so rename them to be distinct.")
+        if _repeated(names):
+            raise ValueError(f"X has the repeated column names {_repeated(names)}; predict "
+                             "matches columns by name, so rename them to be distinct.")
         return names
     if isinstance(feature_names, (str, bytes)) or not hasattr(feature_names, "__iter__"):
         raise TypeError(f"feature_names must be a sequence of F={n_features} strings; got "
@@ -247,9 +247,9 @@ def check_feature_names(feature_names, columns: tuple | None,
     if len(names) != n_features:
         raise ValueError(f"feature_names has {len(names)} names but X has {n_features} "
                          "columns; give one name per column.")
-    repeated = sorted({c for c in names if names.count(c) > 1})
-    if repeated:
-        raise ValueError(f"feature_names repeats {repeated}; give each column its own name.")
+    if _repeated(names):
+        raise ValueError(f"feature_names repeats {_repeated(names)}; give each column its own "
+                         "name.")
     if named and names != tuple(columns):
         raise ValueError(f"feature_names={list(names)} differs from X's columns "
                          f"{list(columns)}; leave feature_names out (the DataFrame's "
@@ -271,7 +271,7 @@ def select_columns(X, feature_names: tuple[str, ...]):
     known = set(feature_names)
     missing = [c for c in feature_names if c not in set(columns)]
     unknown = [c for c in columns if c not in known]
-    repeated = sorted({c for c in columns if columns.count(c) > 1}, key=str)
+    repeated = _repeated(columns)
     if missing or unknown or repeated:
         problems = "; ".join(part for part in (
             f"missing columns {missing}" if missing else "",
@@ -282,3 +282,9 @@ def select_columns(X, feature_names: tuple[str, ...]):
                          f"{list(feature_names)} (in any order), or an array with them in "
                          "that order.")
     return X[list(feature_names)]
+
+
+def _repeated(labels: tuple) -> list:
+    """The labels that occur more than once, sorted."""
+    counts = collections.Counter(labels)
+    return sorted((label for label, n in counts.items() if n > 1), key=str)
