@@ -16,6 +16,7 @@ from jaxgbt.core.layout import Layout, Oblivious, layout
 from jaxgbt.data.categorical import Encoder
 from jaxgbt.data.transfer import to_device
 from jaxgbt.data.validation import check_predict_X, is_traced, select_columns
+from jaxgbt.explain import importance
 from jaxgbt.io import model_format
 from jaxgbt.objectives import Objective
 
@@ -176,6 +177,38 @@ class Booster:
         if isinstance(index, (int, np.integer)) and not -n_members <= index < n_members:
             raise IndexError(f"member {index} is out of range: the model stacks {n_members}.")
         return jax.tree.map(lambda a: a[index], self)
+
+    def feature_importance(self, kind: str = "gain", n_trees: int | None = None
+                           ) -> np.ndarray:
+        """f64[F] (f64[..., F] for stacked models): how much each column of X is used.
+
+        Args:
+          kind: "gain", the summed training gain of the splits on each column (as
+            LightGBM's ``importance_type="gain"``; XGBoost's ``"total_gain"``); "split",
+            how many splits test it (an oblivious level counts once).
+          n_trees: the first n_trees trees (default: as ``predict``, up to
+            ``best_round`` when early stopping chose one).
+
+        A categorical column is credited with the splits on all of its encoded columns.
+        Pass-through splits (gain 0, every row sent left) count for nothing.
+        """
+        importance.check_kind(kind)
+        if n_trees is None and self.best_round is not None:
+            if self.feature.ndim > 2:
+                raise ValueError("stacked models may stop at different rounds: pass n_trees, "
+                                 "or index a member first (model[i]).")
+            n_trees = int(self.best_round) + 1
+        model = self if n_trees is None else self.first_trees(n_trees)
+        weight = None if kind == "split" else np.asarray(model.split_gain)
+        return importance.split_importance(model.feature, model.split_gain, weight,
+                                           self._raw_columns(), self.n_features)
+
+    def _raw_columns(self) -> tuple[int, ...]:
+        """For each split column, the column of X it is made from."""
+        if self.encoder is None:
+            return tuple(range(self.n_features))
+        return tuple(raw for raw in range(self.n_features)
+                     for _ in self.encoder.encoded_columns(raw))
 
     def save(self, path) -> None:
         """Writes the model to ``path`` (see ``jaxgbt.io.model_format`` for the format)."""

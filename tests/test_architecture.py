@@ -16,7 +16,7 @@ LAYERS = (
     ("jaxgbt.core",),
     ("jaxgbt.data", "jaxgbt.evaluation"),
     ("jaxgbt.engine",),
-    ("jaxgbt.io",),
+    ("jaxgbt.io", "jaxgbt.explain"),
     ("jaxgbt.model",),
     ("jaxgbt.spec",),
     ("jaxgbt.fitting",),
