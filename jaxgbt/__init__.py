@@ -7,6 +7,7 @@ from jaxgbt.differentiable import finetune as finetune
 from jaxgbt.differentiable import finetune_trace as finetune_trace
 from jaxgbt.differentiable import pairwise_auc_loss as pairwise_auc_loss
 from jaxgbt.differentiable import soft_predict_raw as soft_predict_raw
+from jaxgbt.engine.cache import enable_persistent_cache
 from jaxgbt.evaluation import metrics as metrics
 from jaxgbt.fitting import fit as fit
 from jaxgbt.forest import Forest as Forest
@@ -22,3 +23,7 @@ from jaxgbt.objectives import Objective as Objective
 from jaxgbt.sweeps import fit_many as fit_many
 from jaxgbt.sweeps import member as member
 from jaxgbt.version import __version__ as __version__
+
+# Importing the modules above compiles nothing; JAX reads the cache settings at its first
+# compilation, which comes after this.
+enable_persistent_cache()
