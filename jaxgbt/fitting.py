@@ -66,7 +66,9 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
         "depthwise" (XGBoost's level-wise growth: each node its own split); see
         docs/training.md.
       learning_rate: shrinkage, a float or a schedule ``round -> float`` (optax).
-      n_bins: B, histogram bins per feature including the missing bin, 3..256.
+      n_bins: B, histogram bins per feature including the missing bin, 3..256: at most
+        this many; when no feature has that many distinct values the histograms are
+        narrower (``data.binning.bins_needed``), with the same splits.
       l2: lambda, L2 penalty on leaf values.
       l1: alpha, L1 penalty on leaf values.
       min_split_gain: gamma; a level is split only if its summed gain exceeds it.
@@ -173,13 +175,15 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
                              "checkpoint is written from the host. Fit without it there.")
     mesh = spec.mesh(devices)
     spec.check_mesh(mesh, devices, objective, kind)
+    thresholds = data.thresholds(n_bins, seed)  # first: they decide the histograms' width
     config = spec.build_config(
-        objective, depth=depth, n_bins=n_bins, n_outputs=n_outputs, vector_output=vector_output,
-        learning_rate=learning_rate, row_mesh=mesh, chosen_curvature=curvature, kind=kind,
-        row_sampling=row_sampling, column_sampling=column_sampling, subsample=subsample,
-        n_rows=data.n_rows, grow_policy=grow_policy,
+        objective, depth=depth, n_bins=thresholds.shape[1] + 1, n_outputs=n_outputs,
+        vector_output=vector_output, learning_rate=learning_rate, row_mesh=mesh,
+        chosen_curvature=curvature, kind=kind, row_sampling=row_sampling,
+        column_sampling=column_sampling, subsample=subsample, n_rows=data.n_rows,
+        grow_policy=grow_policy,
         is_ordered=spec.ordered(boosting, objective, kind, curvature, mesh))
-    check_fit_memory(data.n_rows, data.X.shape[1], n_bins, depth, n_outputs,
+    check_fit_memory(data.n_rows, data.X.shape[1], config.n_bins, depth, n_outputs,
                      [jax.devices()[0]] if mesh is None else list(mesh.devices.flat),
                      ordered=config.ordered, gathered_rows=config.sample_capacity)
 
@@ -201,8 +205,7 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
     release_free_heap()
     if compile_ahead(config, params, train_data, start_raw, data.X.shape, mesh):
         release_free_heap()
-    thresholds, bins = data.binned(n_bins, seed)
-    train_data = train_data._replace(bins=bins)
+    train_data = train_data._replace(bins=data.binned(thresholds))
     release_free_heap()  # the binning threads' sorted and transposed copies
     evaluator = _evaluator(eval_set, eval_metric, early_stopping_rounds, callbacks, verbose,
                            traced, objective, config, data, thresholds, start, kind,

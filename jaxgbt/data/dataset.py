@@ -16,7 +16,7 @@ import numpy as np
 
 from jaxgbt.data import categorical
 from jaxgbt.data import validation as check
-from jaxgbt.data.binning import apply_bins, compute_thresholds
+from jaxgbt.data.binning import apply_bins, bins_needed, compute_thresholds, trimmed
 
 _EVAL_SET_KEYS = ("X", "y", "sample_weight", "group", "name")
 
@@ -96,8 +96,9 @@ class Dataset:
                                              0 if check.is_traced(seed) else seed)
         return dataclasses.replace(self, X=X, encoder=encoder)
 
-    def binned(self, n_bins: int, seed) -> tuple[np.ndarray, jax.Array]:
-        """(thresholds f32[F, B - 2] of the bin edges, bins u8[F, N] on the device).
+    def thresholds(self, n_bins: int, seed) -> np.ndarray:
+        """f32[F, B - 1]: the bin edges, with B from ``binning.bins_needed`` (at most
+        ``n_bins``: fewer when no feature fills them).
 
         Weighted quantiles when the weights are concrete; under ``vmap`` over weights
         or seeds the edges are unweighted, and a traced seed samples with seed 0.
@@ -105,8 +106,12 @@ class Dataset:
         weight = None if check.is_traced(self.weight) else self.weight
         thresholds = compute_thresholds(self.X, n_bins, weight,
                                         0 if check.is_traced(seed) else seed)
+        return trimmed(thresholds, bins_needed(thresholds, n_bins))
+
+    def binned(self, thresholds: np.ndarray) -> jax.Array:
+        """u8[F, N] on the device: the rows binned with ``thresholds``."""
         # device_put adopts the (aligned) binned matrix on CPU: no second copy of it.
-        return thresholds, jax.device_put(apply_bins(self.X, thresholds))
+        return jax.device_put(apply_bins(self.X, thresholds))
 
 
 def group_layout(kind: str, group, n_rows: int):
