@@ -9,7 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxgbt.data import validation as check
-from jaxgbt.evaluation.evaluator import resolve_metrics
+from jaxgbt.evaluation.evaluator import metric_name, resolve_metrics
 from jaxgbt.model import Booster
 from jaxgbt.objectives import Objective, resolve
 from jaxgbt.sweeps import member_rows, vmapped_fit
@@ -137,7 +137,9 @@ def cv(loss: "str | Objective | Callable", X, y, *, n_folds: int = 5,
     mean = {key: values.mean(axis=-2) for key, values in history.items()}
     std = {key: values.std(axis=-2) for key, values in history.items()}
     metric = resolve_metrics(eval_metric, objective, False, group is not None)[0]
-    watched = mean[next(iter(history))]
+    # By name: the history's keys come back sorted from the vmapped fit, not in the
+    # order of eval_metric.
+    watched = mean[f"valid:{metric_name(metric)}"]
     finite = np.where(np.isnan(watched), -np.inf if metric.higher_is_better else np.inf, watched)
     best = (np.argmax if metric.higher_is_better else np.argmin)(finite, axis=-1)
     best_score = np.take_along_axis(watched, best[..., None], axis=-1)[..., 0]
