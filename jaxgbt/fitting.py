@@ -148,7 +148,7 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
     """
     objective = resolve(loss, link)
     kind = spec.loss_kind(objective, group)
-    check.check_params(n_trees, depth, n_bins)
+    spec.check_run(n_trees, depth, n_bins, learning_rate, verbose)
     spec.check_mode(grow_policy, "grow_policy", GrowPolicy)
     spec.check_mode(boosting, "boosting", Boosting)
     data = Dataset.read(X, y, sample_weight=sample_weight, group=group,
@@ -364,6 +364,7 @@ def _base_score(objective: Objective, base_score, data: TrainData, config: Boost
                 params: BoostParams) -> jax.Array:
     n_outputs = config.n_outputs
     if base_score is not None:
+        spec.check_base_score(base_score, n_outputs)
         start = jnp.broadcast_to(jnp.asarray(base_score, jnp.float32), (n_outputs,))
         if not check.is_traced(start) and not np.isfinite(np.asarray(start)).all():
             raise ValueError(f"base_score={base_score} must be finite.")

@@ -15,7 +15,7 @@ import numpy as np
 from jaxgbt.core.layout import Layout, Oblivious, layout
 from jaxgbt.data.categorical import Encoder
 from jaxgbt.data.transfer import to_device
-from jaxgbt.data.validation import check_predict_X, is_traced, select_columns
+from jaxgbt.data.validation import check_predict_X, is_traced, select_columns, unmasked
 from jaxgbt.explain import importance
 from jaxgbt.io import model_format
 from jaxgbt.objectives import Objective
@@ -91,6 +91,12 @@ class Booster:
         return self.n_features if self.encoder is None else self.encoder.n_encoded
 
     def _check_X(self, X) -> jax.Array:
+        if self.feature.ndim > 2:
+            raise ValueError(f"this Booster stacks {self.feature.shape[0]} models (from "
+                             "fit_many, cv or jax.vmap(fit)); predict with one member, "
+                             "model[i].predict(X), or all at once with "
+                             "jax.vmap(lambda m: m.predict(X))(model).")
+        X = unmasked(X)
         if self.feature_names is not None and not is_traced(X):
             X = select_columns(X, self.feature_names)  # a DataFrame's columns, by name
         if self.encoder is not None:
@@ -147,6 +153,8 @@ class Booster:
 
     def first_trees(self, n_trees: int) -> "Booster":
         """The model made of the first n_trees trees."""
+        if isinstance(n_trees, bool) or not isinstance(n_trees, (int, np.integer)):
+            raise TypeError(f"n_trees must be an integer number of trees; got {n_trees!r}.")
         if not 0 <= n_trees <= self.n_trees:
             raise ValueError(f"n_trees={n_trees} is outside [0, {self.n_trees}], the trees "
                              "this model has.")

@@ -177,7 +177,10 @@ def read_eval_set(i: int, entry, *, encoder, n_features: int, objective, kind: s
     if X_val.shape[1] != n_features:
         raise ValueError(f"eval_set[{i}] X has {X_val.shape[1]} features but X has "
                          f"{n_features}; pass the same columns.")
-    y_val = check.check_y(fields["y"], X_val.shape[0], objective)
+    try:
+        y_val = check.check_y(fields["y"], X_val.shape[0], objective)
+    except (TypeError, ValueError) as error:  # the checks of y speak of "y" and "X"
+        raise type(error)(f"eval_set[{i}]: {error}") from None
     w_val = fields.get("sample_weight")
     if check.is_traced(w_val):  # under vmap (jaxgbt.cv: one 0/1 mask per fold)
         if w_val.shape != (X_val.shape[0],):
@@ -187,7 +190,10 @@ def read_eval_set(i: int, entry, *, encoder, n_features: int, objective, kind: s
             raise ValueError(f"eval_set[{i}] sample_weight is traced but the fit is not: "
                              "vmap the training parameters or weights along with it.")
     else:
-        w_val = check.check_sample_weight(w_val, X_val.shape[0])
+        try:
+            w_val = check.check_sample_weight(w_val, X_val.shape[0])
+        except (TypeError, ValueError) as error:
+            raise type(error)(f"eval_set[{i}]: {error}") from None
     group = None
     if kind == "group" or fields.get("group") is not None:
         group = check.check_group(fields.get("group"), X_val.shape[0])

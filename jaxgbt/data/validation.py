@@ -10,11 +10,24 @@ import numbers
 import jax
 import numpy as np
 
-from jaxgbt.core.dtypes import FLOAT_DTYPE, MAX_BINS, MAX_DEPTH, MIN_BINS
+from jaxgbt.core.dtypes import FLOAT_DTYPE, MAX_BINS, MAX_DEPTH, MAX_TREES, MIN_BINS
 from jaxgbt.core.tracing import is_traced as is_traced
 
 
+def unmasked(value):
+    """A NumPy masked array as a plain array with NaN (missing) in its masked cells;
+    anything else as it is."""
+    if not isinstance(value, np.ma.MaskedArray):
+        return value
+    if not np.ma.getmask(value).any():
+        return np.ma.getdata(value)
+    if np.issubdtype(value.dtype, np.number) or value.dtype == bool:
+        return value.astype(np.float64).filled(np.nan)
+    return value
+
+
 def _as_numeric_array(value, name: str) -> np.ndarray:
+    value = unmasked(value)
     if hasattr(value, "to_numpy"):  # pandas DataFrame / Series
         value = value.to_numpy()
     try:
@@ -125,9 +138,17 @@ def check_sample_weight(sample_weight, n_rows: int) -> np.ndarray:
     if array.shape != (n_rows,):
         raise ValueError(f"sample_weight must have shape ({n_rows},), one weight per row of X; "
                          f"got {array.shape}.")
-    array = np.array(array, dtype=FLOAT_DTYPE)
     if not np.isfinite(array).all():
         raise ValueError("sample_weight contains NaN or infinite values; weights must be finite.")
+    with np.errstate(over="ignore"):
+        array = np.array(array, dtype=FLOAT_DTYPE)
+    if not np.isfinite(array).all():
+        raise ValueError("sample_weight has values above float32's largest (3.4e38), which "
+                         "training works in; divide the weights by a common factor (only "
+                         "their ratios matter, with l2 and min_child_weight scaled alike).")
+    if array.sum(dtype=np.float64) > np.finfo(np.float32).max:
+        raise ValueError("sample_weight sums past float32's largest value (3.4e38), which "
+                         "histogram sums would overflow; divide the weights by a common factor.")
     if (array < 0).any():
         raise ValueError(f"sample_weight has {int((array < 0).sum())} negative values; weights "
                          "must be >= 0.")
@@ -187,7 +208,7 @@ def check_learning_rate(value, name: str = "learning_rate"):
 
 
 def check_params(n_trees, depth, n_bins) -> None:
-    check_int(n_trees, "n_trees", 1)
+    check_int(n_trees, "n_trees", 1, MAX_TREES)
     check_int(depth, "depth", 1, MAX_DEPTH)
     check_int(n_bins, "n_bins", MIN_BINS, MAX_BINS)
 
@@ -195,6 +216,9 @@ def check_params(n_trees, depth, n_bins) -> None:
 def check_predict_X(X, n_features: int) -> None:
     """Shape and dtype of X at predict time (values may be NaN)."""
     if isinstance(X, jax.Array):
+        if not (jax.numpy.issubdtype(X.dtype, jax.numpy.floating)
+                or jax.numpy.issubdtype(X.dtype, jax.numpy.integer) or X.dtype == bool):
+            raise TypeError(f"X must hold real numbers; got a jax array of dtype {X.dtype}.")
         shape = X.shape
     else:
         shape = _as_numeric_array(X, "X").shape
