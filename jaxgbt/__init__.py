@@ -27,3 +27,19 @@ from jaxgbt.version import __version__ as __version__
 # Importing the modules above compiles nothing; JAX reads the cache settings at its first
 # compilation, which comes after this.
 enable_persistent_cache()
+
+# The scikit-learn estimators import scikit-learn, an optional dependency: they are
+# loaded on first use, so that ``import jaxgbt`` works without it.
+_SKLEARN_ESTIMATORS = ("JaxGBTClassifier", "JaxGBTRanker", "JaxGBTRegressor")
+
+
+def __getattr__(name: str):
+    if name in _SKLEARN_ESTIMATORS:
+        from jaxgbt import sklearn
+
+        return getattr(sklearn, name)
+    raise AttributeError(f"module 'jaxgbt' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_SKLEARN_ESTIMATORS])

@@ -18,7 +18,7 @@ from jaxgbt.data.transfer import to_device
 from jaxgbt.data.validation import check_predict_X, is_traced, select_columns, unmasked
 from jaxgbt.explain import importance
 from jaxgbt.io import model_format
-from jaxgbt.objectives import Objective
+from jaxgbt.objectives import Objective, by_name
 
 
 @jax.tree_util.register_dataclass
@@ -67,6 +67,21 @@ class Booster:
     best_round: jax.Array | None = None
     history: dict[str, jax.Array] | None = None
     encoder: Encoder | None = None
+
+    def __getstate__(self) -> dict:
+        """The fields for pickle, a built-in objective by its name: built-ins hold
+        jitted links (``jax.nn.sigmoid``) and closures (``quantile@0.9``), which pickle
+        cannot find by reference. A user's objective is pickled as it is."""
+        state = dict(self.__dict__)
+        if by_name(self.objective.name) == self.objective:
+            state["objective"] = self.objective.name
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        if isinstance(state["objective"], str):
+            state = {**state, "objective": by_name(state["objective"])}
+        for name, value in state.items():
+            object.__setattr__(self, name, value)  # the dataclass is frozen
 
     @property
     def n_trees(self) -> int:

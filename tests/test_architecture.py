@@ -21,7 +21,7 @@ LAYERS = (
     ("jaxgbt.spec",),
     ("jaxgbt.fitting",),
     ("jaxgbt.sweeps", "jaxgbt.differentiable"),
-    ("jaxgbt.model_selection", "jaxgbt.forest"),
+    ("jaxgbt.model_selection", "jaxgbt.forest", "jaxgbt.sklearn"),
     ("jaxgbt",),
 )
 # Longer functions say why in their docstring, with this phrase.
