@@ -7,6 +7,7 @@ before anything is traced; the training program is compiled before the data is b
 
 import dataclasses
 import functools
+import warnings
 from collections.abc import Sequence
 
 import jax
@@ -383,15 +384,47 @@ def _base_score(objective: Objective, base_score, data: TrainData, config: Boost
     start = start.astype(jnp.float32)
     if not check.is_traced(start):
         raw = np.broadcast_to(np.asarray(start), (data.weight.shape[0], n_outputs))
-        g, h, _ = compiled_derivatives(config, params, data, raw)
+        # The curvature before clipping (a floor of -inf clips nothing), to see its sign.
+        unclipped = params._replace(hessian_floor=jnp.float32(-jnp.inf))
+        g, h, _ = (np.asarray(a) if a is not None else None
+                   for a in compiled_derivatives(config, unclipped, data, raw))
         # Checked on the host: eagerly, each device op would compile.
-        bad = ~(np.isfinite(np.asarray(g)) & np.isfinite(np.asarray(h))).all(axis=1)
+        bad = ~(np.isfinite(g) & np.isfinite(h)).all(axis=1)
         if not np.isfinite(np.asarray(start)).all() or bool(bad.any()):
             raise FloatingPointError(
                 f"loss {objective.name!r} gives NaN or infinite gradients at the starting margin "
                 f"{np.asarray(start)} for {int(bad.sum())} of {bad.shape[0]} rows. Check the loss "
                 "on those labels (log of 0, division by 0), or pass a finite base_score.")
+        moved_g = None
+        if not np.any(g):  # a perfect start (constant labels), or a loss flat in f?
+            moved_g = np.asarray(compiled_derivatives(config, params, data, raw + 1.0).g)
+        weight = None if check.is_traced(data.weight) else np.asarray(data.weight)
+        _warn_degenerate(objective, moved_g, h, weight)
     return start
+
+
+def _warn_degenerate(objective: Objective, moved_g: np.ndarray | None, h: np.ndarray,
+                     weight: np.ndarray | None) -> None:
+    """Warns when the loss cannot train a model: its gradient is 0 for every row at the
+    starting margin and 1 above it (``moved_g``, None when the start's gradient was not
+    all 0: the loss does not depend on f, or is flat where it does, as ``jnp.round``), or
+    its curvature ``h`` at the start is negative for most rows (concave: clipped to
+    ``hessian_floor``, the leaves are then -G / l2, steps that grow without bound).
+    moved_g, h: f32[N, K]; weight: f32[N], or None (traced: every row counts)."""
+    used = np.ones(h.shape[0], bool) if weight is None else weight > 0
+    if moved_g is not None and not np.any(moved_g[used]):
+        warnings.warn(f"loss {objective.name!r} has a zero gradient for every row, at the "
+                      "starting margin and 1 above it, so no tree can split: the model stays "
+                      "constant. Is "
+                      "the loss a differentiable function of f (jnp.round and comparisons "
+                      "are flat)?", RuntimeWarning, stacklevel=4)
+    negative = (h[used] < 0).any(axis=1)
+    if negative.mean() > 0.5:
+        warnings.warn(f"loss {objective.name!r} has negative curvature (a concave loss) for "
+                      f"{int(negative.sum())} of {int(used.sum())} rows at the starting "
+                      "margin; it is clipped to hessian_floor, and leaf steps -G / (H + l2) may "
+                      "grow without bound. Minimise a convex loss (negate a likelihood), or "
+                      "pass hessian='constant'.", RuntimeWarning, stacklevel=4)
 
 
 @functools.partial(jax.jit, static_argnames=("init_score", "n_outputs"))

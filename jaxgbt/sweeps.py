@@ -190,7 +190,29 @@ def vmapped_fit(objective: Objective, X: np.ndarray, y, rows: dict[str, jax.Arra
         models = batches[0]
     else:
         models = jax.tree.map(lambda *parts: jnp.concatenate(parts), *batches)
-    return jax.tree.map(lambda a: a[:n_members], models)
+    models = jax.tree.map(lambda a: a[:n_members], models)
+    if not any(check.is_traced(a) for a in jax.tree.leaves(models)):
+        _check_members_finite(models, rows, n_members)
+    return models
+
+
+def _check_members_finite(models: Booster, rows: Mapping[str, Any], n_members: int) -> None:
+    """Raises, as ``fit`` does for one model, when a member's leaf values or starting
+    margin are NaN or infinite (NaN gradients, or margins that overflowed), naming the
+    first such member and its swept settings."""
+    leaves = np.asarray(models.leaf_value).reshape(n_members, -1)
+    start = np.asarray(models.base_score).reshape(n_members, -1)
+    finite = np.isfinite(leaves).all(axis=1) & np.isfinite(start).all(axis=1)
+    if finite.all():
+        return
+    first = int(np.argmin(finite))
+    settings = {name: np.asarray(values[first]).tolist() for name, values in rows.items()
+                if not name.startswith("_") and np.ndim(values[first]) == 0}
+    raise FloatingPointError(
+        f"{int((~finite).sum())} of {n_members} members have NaN or infinite leaf values, "
+        f"first member {first} ({settings or 'its sample weights'}): its loss gave NaN or "
+        "infinite gradients, or its margins overflowed. Lower learning_rate, raise l2, or "
+        "make the loss safe for large margins; each member is checked as fit checks one.")
 
 
 def _n_outputs(objective: Objective, y, fit_kwargs: dict) -> int:

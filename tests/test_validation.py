@@ -193,3 +193,23 @@ def test_load_and_save_refuse_what_is_not_a_file(small_model, tmp_path):
     for path in (fifo, "/dev/zero", tmp_path):  # /dev/zero would be read without end
         with pytest.raises(jaxgbt.io.archive.ModelFormatError, match="not a regular file"):
             jaxgbt.load(path)
+
+
+@pytest.mark.parametrize("loss, pattern", [
+    (lambda y, f: (y - jnp.round(f)) ** 2, "zero gradient for every row"),
+    (lambda y, f: y ** 2 + 0.0 * f, "zero gradient for every row"),
+    (lambda y, f: -((y - f) ** 2), "negative curvature"),
+])
+def test_losses_that_cannot_train_warn(loss, pattern):
+    with pytest.warns(RuntimeWarning, match=pattern):
+        jaxgbt.fit(loss, X_OK, Y_OK, **SMALL)
+
+
+def test_a_perfect_start_does_not_warn():
+    # Constant labels: the gradient is 0 at the start (the mean), not everywhere.
+    jaxgbt.fit("squared_error", X_OK, np.full(256, 3.0, np.float32), **SMALL)
+
+
+def test_cv_members_with_nan_gradients_raise():
+    with pytest.raises(FloatingPointError, match="3 of 3 members have NaN or infinite leaf"):
+        jaxgbt.cv(lambda y, f: jnp.sqrt(y - 10.0) * f, X_OK, Y_OK, n_folds=3, **SMALL)
