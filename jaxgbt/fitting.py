@@ -57,10 +57,13 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
         function ``loss(y_i, f_i) -> scalar`` for one row written in ``jax.numpy`` (with
         ``group=``: ``loss(y_q, f_q, mask_q) -> scalar`` for one query). Gradients and
         Hessians come from ``jax.grad``.
-      X: array of shape (N, F) or a pandas DataFrame; NaN marks a missing value. A
-        DataFrame's column names are kept as the model's ``feature_names``.
+      X: array of shape (N, F) or a DataFrame (pandas, polars, pyarrow Table or
+        RecordBatch, read by ``jaxgbt.data.frames``); NaN or null marks a missing value.
+        A DataFrame's column names are kept as the model's ``feature_names``.
       y: labels: shape (N,), (N, ...) or a dict of such arrays (a custom loss then sees
-        one row of each, e.g. counts with exposures).
+        one row of each, e.g. counts with exposures); a Series or DataFrame is read as
+        its array. An (N, 1) column is read as (N,) for a loss with one scalar label
+        per row. Classes (``softmax``) must be the integers 0..K-1, each present.
       n_trees: T, boosting rounds.
       depth: D, levels per tree (2**D leaves).
       grow_policy: "oblivious" (CatBoost's symmetric trees: one split per level) or
@@ -108,9 +111,10 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
         then monotone in those features for any input (see ``jaxgbt.core.constraints``).
       interaction_constraints: lists of feature indices allowed in one tree together;
         a feature in no list appears only alone.
-      categorical_features: None or "auto" (a DataFrame's ``category`` columns), or a
-        list of column indices or DataFrame column names that are categorical (the
-        ``category`` columns are always). See ``jaxgbt.data.categorical``.
+      categorical_features: None or "auto" (a DataFrame's categorical columns: pandas
+        ``category``, polars ``Categorical``/``Enum``, Arrow ``dictionary``), or a list
+        of column indices or DataFrame column names that are categorical (the
+        categorical-dtype columns are always). See ``jaxgbt.data.categorical``.
       one_hot_max_size: a categorical column with at most this many categories (missing
         counted as one) becomes one 0/1 column per category; a larger one becomes
         ordered target statistics.
@@ -154,7 +158,8 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
     spec.check_mode(boosting, "boosting", Boosting)
     data = Dataset.read(X, y, sample_weight=sample_weight, group=group,
                         categorical_features=categorical_features, objective=objective,
-                        kind=kind, feature_names=feature_names)
+                        kind=kind, feature_names=feature_names, n_outputs=n_outputs,
+                        column_order=getattr(init_model, "feature_names", None))
     n_outputs, vector_output = spec.outputs(objective, data.y, n_outputs, kind)
     curvature = spec.curvature(objective, hessian, vector_output)
     rates = dict(subsample=subsample, goss_top_rate=goss_top_rate,
@@ -187,7 +192,6 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
     check_fit_memory(data.n_rows, data.X.shape[1], config.n_bins, depth, n_outputs,
                      [jax.devices()[0]] if mesh is None else list(mesh.devices.flat),
                      ordered=config.ordered, gathered_rows=config.sample_capacity)
-
     train_data = TrainData(bins=None, y=jax.tree.map(jnp.asarray, data.y),
                            weight=jnp.asarray(data.weight), group_index=data.group_index,
                            group_mask=data.group_mask)
@@ -198,7 +202,7 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
         start = _base_score(objective, base_score, train_data, config, params)
         start_raw, round_offset = None, 0
     else:
-        start, start_raw, round_offset = _warm_start(init_model, base_score, data.X, config)
+        start, start_raw, round_offset = _warm_start(init_model, base_score, data, config)
     traced = any(check.is_traced(p) for p in jax.tree.leaves((params, data.weight, start)))
     # The training program is compiled before the data is binned, and the memory freed
     # on the way handed back: the first fit's peak is then the larger of compilation's
@@ -273,8 +277,9 @@ def _checkpointing(path, every: int, evaluator: Evaluator, data: TrainData, para
     return resume, on_chunk
 
 
-def _warm_start(init_model, base_score, X, config):
+def _warm_start(init_model, base_score, data: Dataset, config):
     """(base score, starting margins f32[N, K], rounds done) of a model to continue."""
+    X = data.X
     if not isinstance(init_model, Booster):
         raise TypeError(f"init_model must be a jaxgbt Booster; got {type(init_model).__name__}.")
     if init_model.feature.ndim != 2:
@@ -292,6 +297,10 @@ def _warm_start(init_model, base_score, X, config):
         details = ", ".join(f"{k}: model {a} vs fit {b}" for k, (a, b) in mismatch.items())
         raise ValueError(f"init_model does not match this fit ({details}); continue it with "
                          "the same features, depth, grow_policy and outputs.")
+    names = init_model.feature_names, data.feature_names
+    if None not in names and names[0] != names[1]:
+        raise ValueError(f"init_model was trained on the columns {list(names[0])} but "
+                         f"feature_names={list(names[1])}; continue it with the same columns.")
     raw = init_model.predict_raw(X, n_trees=init_model.n_trees)
     raw = raw if config.vector_output else raw[:, None]
     return init_model.base_score, raw.astype(jnp.float32), init_model.n_trees
@@ -309,7 +318,9 @@ def _append(first: Booster, then: Booster) -> Booster:
             if before is None or before.shape[-1] != first.n_trees:
                 before = jnp.full((first.n_trees,), jnp.nan, jnp.float32)
             history[key] = jnp.concatenate([before, values])
-    return dataclasses.replace(then, base_score=first.base_score, history=history, **arrays)
+    return dataclasses.replace(then, base_score=first.base_score, history=history,
+                               feature_names=then.feature_names or first.feature_names,
+                               **arrays)
 
 
 def _evaluator(eval_set, eval_metric, early_stopping_rounds, callbacks, verbose, traced,
@@ -332,7 +343,10 @@ def _evaluator(eval_set, eval_metric, early_stopping_rounds, callbacks, verbose,
     sets, starts = [], []
     for i, entry in enumerate(eval_set or []):
         rows = read_eval_set(i, entry, encoder=data.encoder, n_features=data.X.shape[1],
-                             objective=objective, kind=kind, traced=traced)
+                             objective=objective, kind=kind, traced=traced,
+                             feature_names=data.feature_names,
+                             n_outputs=config.n_outputs if config.vector_output else None,
+                             n_classes=config.n_outputs)
         layout = None if rows.group is None else metrics_module.query_layout(rows.group)
         sets.append(EvalSet(rows.name, jax.device_put(apply_bins(rows.X, thresholds)),
                             jax.tree.map(jnp.asarray, rows.y), jnp.asarray(rows.weight), layout))

@@ -13,9 +13,10 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxgbt.core.layout import Layout, Oblivious, layout
+from jaxgbt.data import frames
 from jaxgbt.data.categorical import Encoder
 from jaxgbt.data.transfer import to_device
-from jaxgbt.data.validation import check_predict_X, is_traced, select_columns, unmasked
+from jaxgbt.data.validation import check_predict_X, is_traced, unmasked
 from jaxgbt.explain import importance
 from jaxgbt.io import model_format
 from jaxgbt.objectives import Objective, by_name
@@ -113,7 +114,7 @@ class Booster:
                              "jax.vmap(lambda m: m.predict(X))(model).")
         X = unmasked(X)
         if self.feature_names is not None and not is_traced(X):
-            X = select_columns(X, self.feature_names)  # a DataFrame's columns, by name
+            X = frames.select_columns(X, self.feature_names)  # a DataFrame's columns, by name
         if self.encoder is not None:
             # A jax array holds codes already (``encoder.to_codes``), so jit works;
             # anything else is read on the host, labels included.
@@ -122,12 +123,12 @@ class Booster:
             elif X.ndim != 2 or X.shape[1] != self.n_features:
                 check_predict_X(X, self.n_features)
             return self.encoder.encode(jnp.asarray(X, jnp.float32))
+        if frames.is_frame(X):  # pandas, polars, pyarrow: their numbers as one matrix
+            X = frames.read(X).numbers()
         if not is_traced(X):
             check_predict_X(X, self.n_features)
         if is_traced(X) or isinstance(X, jax.Array):  # already a device array
             return jnp.asarray(X, jnp.float32)
-        if hasattr(X, "to_numpy"):  # pandas
-            X = X.to_numpy()
         return to_device(X, np.float32)  # one copy, on every core
 
     def leaf_index(self, X) -> jax.Array:
@@ -139,10 +140,10 @@ class Booster:
         """Raw margins: f32[N] for scalar models, f32[N, K] for vector outputs.
 
         Args:
-          X: array of shape (N, F) or a DataFrame; NaN is a missing value. With
-            categorical features also an object array holding their labels. When the
-            model has ``feature_names``, a DataFrame's columns are matched by name: it
-            must hold exactly those columns, in any order.
+          X: array of shape (N, F) or a DataFrame (pandas, polars, pyarrow); NaN or
+            null is a missing value. With categorical features also an object array
+            holding their labels. When the model has ``feature_names``, a DataFrame's
+            columns are matched by name: it must hold exactly those columns, in any order.
           n_trees: use only the first n_trees trees (default: all of them, or those up
             to ``best_round`` when early stopping chose one; pass ``self.n_trees`` to
             use every tree then).

@@ -8,7 +8,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxgbt.data import frames
 from jaxgbt.data import validation as check
+from jaxgbt.data.dataset import read_shared_X
 from jaxgbt.evaluation.evaluator import metric_name, resolve_metrics
 from jaxgbt.model import Booster
 from jaxgbt.objectives import Objective, resolve
@@ -89,8 +91,8 @@ def cv(loss: "str | Objective | Callable", X, y, *, n_folds: int = 5,
         if name in fit_kwargs:
             raise ValueError(f"cv: {name} is not allowed; each fold is scored on its held-out "
                              "rows, and best_round comes from the mean curve.")
-    columns = check.column_names(X)  # before X becomes an array
-    X = check.check_X(X)
+    columns = frames.column_names(X)
+    X = read_shared_X(X)  # read once for every fold
     fit_kwargs["feature_names"] = check.check_feature_names(fit_kwargs.get("feature_names"),
                                                             columns, X.shape[1])
     n_rows = X.shape[0]
@@ -103,7 +105,7 @@ def cv(loss: "str | Objective | Callable", X, y, *, n_folds: int = 5,
             if group is not None:
                 raise ValueError("cv: stratified=True and group= together are not supported; "
                                  "grouped folds keep whole queries.")
-            labels = np.asarray(y)
+            labels = check.check_y(y, n_rows, objective)
         folds = fold_ids(n_rows, n_folds, labels=labels,
                          group=None if group is None else check.check_group(group, n_rows),
                          shuffle=shuffle, seed=fold_seed)

@@ -20,7 +20,9 @@ import numpy as np
 
 from jaxgbt import spec
 from jaxgbt.core.sampling import sample_capacity
+from jaxgbt.data import frames
 from jaxgbt.data import validation as check
+from jaxgbt.data.dataset import read_shared_X
 from jaxgbt.engine.resources import available_bytes, estimate_fit_memory
 from jaxgbt.fitting import fit
 from jaxgbt.model import Booster
@@ -75,8 +77,8 @@ def fit_many(loss: "str | Objective | Callable", X, y, params: Mapping[str, Any]
     """
     objective = resolve(loss, fit_kwargs.pop("link", None))
     rows, n_members = member_rows(params, fit_kwargs)
-    columns = check.column_names(X)  # before X becomes an array
-    X = check.check_X(X)
+    columns = frames.column_names(X)
+    X = read_shared_X(X)  # read once for every member
     fit_kwargs["feature_names"] = check.check_feature_names(fit_kwargs.get("feature_names"),
                                                             columns, X.shape[1])
     return vmapped_fit(objective, X, y, rows, n_members, fit_kwargs, batch_size)
@@ -154,9 +156,10 @@ def _check_values(name: str, array: np.ndarray) -> jax.Array:
     return jnp.asarray(array, jnp.float32)
 
 
-def vmapped_fit(objective: Objective, X: np.ndarray, y, rows: dict[str, jax.Array],
+def vmapped_fit(objective: Objective, X, y, rows: dict[str, jax.Array],
                  n_members: int, fit_kwargs: dict, batch_size: int | None) -> Booster:
-    """``fit`` under vmap over ``rows`` (leading axis n_members), in batches."""
+    """``fit`` under vmap over ``rows`` (leading axis n_members), in batches; X is
+    f32[N, F] or a ``frames.Table`` (``read_shared_X``)."""
     for name in ("early_stopping_rounds", "callbacks", "checkpoint_path"):
         if fit_kwargs.get(name):
             raise ValueError(f"{name} needs the host between rounds, so it cannot be used with "
@@ -244,7 +247,7 @@ def max_batch_size(n_rows: int, n_features: int, n_outputs: int, fit_kwargs: dic
     return fits, shared, per_member
 
 
-def _check_memory(X: np.ndarray, n_outputs: int, fit_kwargs: dict, batch_size: int,
+def _check_memory(X, n_outputs: int, fit_kwargs: dict, batch_size: int,
                   with_valid: bool) -> None:
     """Raises MemoryError, naming batch_size, when a batch would not fit in memory."""
     fits, shared, per_member = max_batch_size(X.shape[0], X.shape[1], n_outputs, fit_kwargs,

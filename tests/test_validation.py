@@ -72,7 +72,7 @@ CASES = [
     ("eval_metric number", dict(eval_set=[(X_OK, Y_OK)], eval_metric=3), TypeError,
      "eval_metric=3 must be a metric name"),
     ("eval_set labels nan", dict(eval_set=[(X_OK, Y_OK), (X_OK, _with(Y_OK, 2, np.nan))]),
-     ValueError, r"eval_set\[1\]: y contains 1 NaN"),
+     ValueError, r"eval_set\[1\] y contains 1 NaN"),
     ("eval_set weights", dict(eval_set=[(X_OK, Y_OK, np.ones(3))]), ValueError,
      r"eval_set\[0\]: sample_weight must have shape"),
     ("verbose text", dict(verbose="loud"), TypeError, "verbose must be an integer"),
