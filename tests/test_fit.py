@@ -223,3 +223,30 @@ def test_n_trees_not_a_multiple_of_the_chunk(regression_data, n_trees):
     model = jaxgbt.fit("squared_error", X, y, **{**SMALL, "n_trees": n_trees})
     assert model.n_trees == n_trees
     assert np.abs(np.asarray(model.leaf_value[-1])).max() > 0
+
+
+def test_prediction_batches_share_a_few_compiled_programs(regression_data):
+    # Every XLA compilation counts, the link and the encoder included: batches of 1 to 64
+    # rows are padded to 16, 32 and 64 rows, one program each.
+    from jaxgbt.model import bucket_rows
+
+    assert [bucket_rows(n) for n in (1, 16, 17, 1000, 131072, 131073, 10**6)] == [
+        16, 16, 32, 1024, 131072, 196608, 1048576]
+    X, y = regression_data
+    model = jaxgbt.fit("logistic", X, (y > 0).astype(np.float32), **SMALL)
+    reference = np.asarray(model.predict(jnp.asarray(X)))  # a device array is not padded
+    compiled, stop = _count_compilations()
+    try:
+        for n_rows in range(1, 65):
+            np.testing.assert_allclose(model.predict(X[:n_rows]), reference[:n_rows],
+                                       rtol=1e-6)
+    finally:
+        stop()
+    assert 3 <= len(compiled) <= 3 * 4, compiled  # per bucket: margins, link, and a copy
+    compiled, stop = _count_compilations()
+    try:
+        for n_rows in (3, 20, 50):
+            model.predict(X[:n_rows])
+    finally:
+        stop()
+    assert compiled == []
