@@ -77,7 +77,23 @@ def _cut_points(values: np.ndarray, weights: np.ndarray | None, n_value_bins: in
     upper = unique[lower_index + 1].astype(np.float64)
     cuts = ((lower + upper) / 2).astype(FLOAT_DTYPE)
     cuts = np.where(cuts >= upper.astype(FLOAT_DTYPE), lower.astype(FLOAT_DTYPE), cuts)
-    return np.unique(cuts)
+    return np.unique(_outside_flush_band(cuts))
+
+
+# XLA flushes float32 subnormals (0 < |x| < 1.18e-38) to zero on CPU, GPU and TPU, in X
+# and in thresholds alike, while NumPy (binning on the host, a user's own evaluation of
+# the trees) keeps them. A cut inside that band would send a subnormal value one way on
+# the host and the other on the device; at the band's edge, every cut compares a
+# subnormal value as it compares 0, so the two agree.
+_SMALLEST_NORMAL = np.finfo(FLOAT_DTYPE).tiny
+
+
+def _outside_flush_band(cuts: np.ndarray) -> np.ndarray:
+    """Cuts with |cut| < 1.18e-38 (0 and subnormals) moved to -1.18e-38 (negative ones)
+    or +1.18e-38 (the rest); f32[n], still non-decreasing."""
+    inside = np.abs(cuts) < _SMALLEST_NORMAL
+    edge = np.where(np.signbit(cuts) & (cuts != 0), -_SMALLEST_NORMAL, _SMALLEST_NORMAL)
+    return np.where(inside, edge, cuts).astype(FLOAT_DTYPE)
 
 
 def compute_thresholds(X: np.ndarray, n_bins: int, sample_weight: np.ndarray | None = None,
