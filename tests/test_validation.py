@@ -213,3 +213,11 @@ def test_a_perfect_start_does_not_warn():
 def test_cv_members_with_nan_gradients_raise():
     with pytest.raises(FloatingPointError, match="3 of 3 members have NaN or infinite leaf"):
         jaxgbt.cv(lambda y, f: jnp.sqrt(y - 10.0) * f, X_OK, Y_OK, n_folds=3, **SMALL)
+
+
+def test_group_ids_as_huge_floats_are_refused():
+    from jaxgbt.data.validation import check_group
+
+    with pytest.raises(ValueError, match="float ids above 2\\*\\*53"):
+        check_group(np.array([1e20, 1e20, 1e20 + 2**20, 1e20 + 2**20]), 4)
+    np.testing.assert_array_equal(check_group(np.array([3.0, 3.0, 5.0]), 3), [3, 3, 5])

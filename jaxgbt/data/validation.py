@@ -196,8 +196,15 @@ def check_group(group, n_rows: int) -> np.ndarray:
     if array.shape != (n_rows,):
         raise ValueError(f"group must have shape ({n_rows},), one query id per row of X; got "
                          f"{array.shape}.")
-    if not np.issubdtype(array.dtype, np.integer) and not (array == np.round(array)).all():
-        raise ValueError("group must hold integer query ids.")
+    if not np.issubdtype(array.dtype, np.integer):
+        if not (array == np.round(array)).all():
+            raise ValueError("group must hold integer query ids.")
+        # Floats past 2**53 no longer tell neighbouring integers apart (and past 2**63 do
+        # not fit int64): different queries would silently merge.
+        if (np.abs(array) > 2.0**53).any():
+            raise ValueError("group holds float ids above 2**53, where floats cannot tell "
+                             "neighbouring ids apart; pass integer ids (e.g. "
+                             "np.unique(group, return_inverse=True)[1] of the original ids).")
     ids = array.astype(np.int64)
     runs = 1 + int(np.count_nonzero(ids[1:] != ids[:-1]))
     if runs != np.unique(ids).size:
