@@ -23,6 +23,8 @@ LAYERS = (
     ("jaxgbt.sweeps", "jaxgbt.differentiable"),
     ("jaxgbt.model_selection", "jaxgbt.forest"),
     ("jaxgbt",),
+    ("jaxgbt.cli",),
+    ("jaxgbt.__main__",),
 )
 # Longer functions say why in their docstring, with this phrase.
 LONG_FUNCTION_LINES = 80
