@@ -20,7 +20,7 @@ from typer.testing import CliRunner
 
 import jaxgbt
 from jaxgbt.cli import app, tables
-from jaxgbt.cli.app import collect_settings
+from jaxgbt.cli.app import UsageProblem, collect_settings, with_column_indices
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = ["--n-trees", "5", "--depth", "2"]
@@ -171,6 +171,16 @@ def test_settings_are_config_then_options_then_set(tmp_path):
                                                               "depth", "l2", "eval_metric"})
     assert settings == dict(target="y", loss="logistic", n_trees=9, depth=4, l2=3,
                             eval_metric=["auc"])
+
+
+def test_constraints_may_name_columns():
+    names = ("size", "age", "city")
+    kwargs = with_column_indices({"monotone_constraints": {"size": 1, "2": -1},
+                                   "interaction_constraints": [["size", "age"], [2]]}, names)
+    assert kwargs == {"monotone_constraints": {0: 1, 2: -1},
+                      "interaction_constraints": [[0, 1], [2]]}
+    with pytest.raises(UsageProblem, match="names the column 'height', which is not a feature"):
+        with_column_indices({"monotone_constraints": {"height": 1}}, names)
 
 
 TRICKY_CSV = """num,gaps,word,flag,day,code

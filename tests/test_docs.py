@@ -11,8 +11,10 @@ first in the same namespace and is not shown on the rendered page:
     ```
 
 or over several lines, ``<!-- setup:`` then code then ``-->``. Pages are found when the
-tests are collected, so a new page is tested without a change here. The README runs in
-the fast suite; the pages under docs/ (each compiles several fits) are marked slow.
+tests are collected, so a new page is tested without a change here. Every file runs
+whole in the slow suite (each compiles several fits: about 30 s for the README on 2
+cores); the README's first block, the one a reader tries first, also runs in the fast
+suite.
 """
 
 import re
@@ -77,16 +79,21 @@ def documented_files() -> list[Path]:
     return [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 
 
+# Leading blocks of a file that also run in the fast suite.
+FAST_BLOCKS = {"README.md": 1}
+
+
 def _cases():
     for path in documented_files():
         name = path.relative_to(ROOT).as_posix()
-        marks = [] if path.name == "README.md" else [pytest.mark.slow]
-        yield pytest.param(path, id=name, marks=marks)
+        if name in FAST_BLOCKS:
+            yield pytest.param(path, FAST_BLOCKS[name], id=f"{name}:first-{FAST_BLOCKS[name]}")
+        yield pytest.param(path, None, id=name, marks=[pytest.mark.slow])
 
 
-@pytest.mark.parametrize("path", list(_cases()))
-def test_python_blocks_run(path, tmp_path, monkeypatch):
-    blocks = python_blocks(path.read_text(encoding="utf-8"))
+@pytest.mark.parametrize(("path", "n_blocks"), list(_cases()))
+def test_python_blocks_run(path, n_blocks, tmp_path, monkeypatch):
+    blocks = python_blocks(path.read_text(encoding="utf-8"))[:n_blocks]
     if not blocks:
         return
     monkeypatch.chdir(tmp_path)
@@ -138,3 +145,10 @@ def test_blocks_and_setups_are_found():
     ]
     with pytest.raises(ValueError, match="line 1: a ```python block is never closed"):
         python_blocks("```python\nx = 1\n")
+
+
+def test_ci_runs_the_readme_test_command():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    command = next(line for line in readme.splitlines() if "-m pytest" in line)
+    assert command.endswith("-m pytest -ra")  # every skip listed with its reason
+    assert command in (ROOT / ".ci" / "run").read_text(encoding="utf-8")

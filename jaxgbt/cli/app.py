@@ -147,7 +147,7 @@ def train(
     model = fit(loss_name, train_rows.X, train_rows.y, sample_weight=train_rows.weight,
                 group=train_rows.group, categorical_features=rows.categorical or None,
                 feature_names=rows.feature_names, eval_set=eval_set,
-                **_with_column_indices(fit_kwargs, rows.feature_names))
+                **with_column_indices(fit_kwargs, rows.feature_names))
     model.save(out)
     typer.echo(f"jaxgbt: saved {out}: {model.n_trees} trees of depth {model.depth}, "
                f"{model.n_features} features{_best_text(model)}", err=True)
@@ -205,7 +205,7 @@ def cv_command(
     result = cross_validate(loss_name, category_codes(rows.X), rows.y, sample_weight=rows.weight,
                             group=rows.group, categorical_features=rows.categorical or None,
                             feature_names=rows.feature_names,
-                            **_with_column_indices(settings, rows.feature_names))
+                            **with_column_indices(settings, rows.feature_names))
     typer.echo(cv_table(result, settings.get("n_folds", 5), loss_name))
 
 
@@ -262,7 +262,7 @@ def _names(value, setting: str) -> list[str]:
     return [name.strip() for v in values for name in v.split(",") if name.strip()]
 
 
-def _with_column_indices(fit_kwargs: dict, feature_names: tuple[str, ...]) -> dict:
+def with_column_indices(fit_kwargs: dict, feature_names: tuple[str, ...]) -> dict:
     """fit keywords with feature names in constraints turned into column indices:
     ``monotone_constraints = {x0 = 1}``, ``interaction_constraints = [["a", "b"]]``."""
     def index(name):
