@@ -17,6 +17,8 @@ settings (``target``, ``group``, ``weight``, ``categorical``, ``drop``,
 import difflib
 import functools
 import inspect
+import os
+import sys
 from pathlib import Path
 from typing import Annotated, Any, NamedTuple
 
@@ -66,8 +68,11 @@ def _reported(command):
             _fail(str(error))
         except (ValueError, TypeError) as error:  # fit's and load's checks name the argument
             _fail(str(error))
+        except BrokenPipeError:  # stdout closed early (| head): stop quietly, as cat does
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            raise typer.Exit(1) from None
         except OSError as error:
-            _fail(f"{error.filename or ''}: {error.strerror or error}")
+            _fail(f"{error.filename}: {error.strerror}" if error.filename else str(error))
         except (FloatingPointError, MemoryError) as error:
             _fail(str(error), status=1)
 
