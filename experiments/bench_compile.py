@@ -56,7 +56,7 @@ def one(rows: int, features: int, n_trees: int, depth: int, grow_policy: str) ->
 
 
 def fresh_process(arguments: list, cache_dir: str | None) -> dict:
-    env = dict(os.environ)
+    env = dict(os.environ, JAXGBT_COMPILATION_CACHE="0")  # no cache unless asked below
     if cache_dir is not None:
         env.update(JAX_COMPILATION_CACHE_DIR=cache_dir,
                    JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0",

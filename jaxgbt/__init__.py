@@ -7,6 +7,7 @@ from jaxgbt.differentiable import finetune as finetune
 from jaxgbt.differentiable import finetune_trace as finetune_trace
 from jaxgbt.differentiable import pairwise_auc_loss as pairwise_auc_loss
 from jaxgbt.differentiable import soft_predict_raw as soft_predict_raw
+from jaxgbt.engine.cache import enable_persistent_cache
 from jaxgbt.evaluation import metrics as metrics
 from jaxgbt.fitting import fit as fit
 from jaxgbt.forest import Forest as Forest
@@ -22,3 +23,23 @@ from jaxgbt.objectives import Objective as Objective
 from jaxgbt.sweeps import fit_many as fit_many
 from jaxgbt.sweeps import member as member
 from jaxgbt.version import __version__ as __version__
+
+# Importing the modules above compiles nothing; JAX reads the cache settings at its first
+# compilation, which comes after this.
+enable_persistent_cache()
+
+# The scikit-learn estimators import scikit-learn, an optional dependency: they are
+# loaded on first use, so that ``import jaxgbt`` works without it.
+_SKLEARN_ESTIMATORS = ("JaxGBTClassifier", "JaxGBTRanker", "JaxGBTRegressor")
+
+
+def __getattr__(name: str):
+    if name in _SKLEARN_ESTIMATORS:
+        from jaxgbt import sklearn
+
+        return getattr(sklearn, name)
+    raise AttributeError(f"module 'jaxgbt' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_SKLEARN_ESTIMATORS])

@@ -131,6 +131,11 @@ def soft_predict_raw(model: Booster, X, temperature: Any, n_trees: int | None = 
       f32[N] margins (f32[N, K] for vector outputs), differentiable in X, thresholds, leaf
       values, base score and temperature.
     """
+    if not is_traced(temperature):
+        values = np.asarray(temperature, np.float64)
+        if not (np.isfinite(values) & (values > 0)).all():
+            raise ValueError(f"soft_predict_raw: temperature={temperature!r} must be finite "
+                             "and > 0 (the hard model is its limit at 0).")
     X = _soft_X(model, X)
     model = _active_trees(model, n_trees)
     temperature = jnp.asarray(temperature, X.dtype)

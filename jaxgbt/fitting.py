@@ -7,6 +7,7 @@ before anything is traced; the training program is compiled before the data is b
 
 import dataclasses
 import functools
+import warnings
 from collections.abc import Sequence
 
 import jax
@@ -56,17 +57,22 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
         function ``loss(y_i, f_i) -> scalar`` for one row written in ``jax.numpy`` (with
         ``group=``: ``loss(y_q, f_q, mask_q) -> scalar`` for one query). Gradients and
         Hessians come from ``jax.grad``.
-      X: array of shape (N, F) or a pandas DataFrame; NaN marks a missing value. A
-        DataFrame's column names are kept as the model's ``feature_names``.
+      X: array of shape (N, F) or a DataFrame (pandas, polars, pyarrow Table or
+        RecordBatch, read by ``jaxgbt.data.frames``); NaN or null marks a missing value.
+        A DataFrame's column names are kept as the model's ``feature_names``.
       y: labels: shape (N,), (N, ...) or a dict of such arrays (a custom loss then sees
-        one row of each, e.g. counts with exposures).
+        one row of each, e.g. counts with exposures); a Series or DataFrame is read as
+        its array. An (N, 1) column is read as (N,) for a loss with one scalar label
+        per row. Classes (``softmax``) must be the integers 0..K-1, each present.
       n_trees: T, boosting rounds.
       depth: D, levels per tree (2**D leaves).
       grow_policy: "oblivious" (CatBoost's symmetric trees: one split per level) or
         "depthwise" (XGBoost's level-wise growth: each node its own split); see
         docs/training.md.
       learning_rate: shrinkage, a float or a schedule ``round -> float`` (optax).
-      n_bins: B, histogram bins per feature including the missing bin, 3..256.
+      n_bins: B, histogram bins per feature including the missing bin, 3..256: at most
+        this many; when no feature has that many distinct values the histograms are
+        narrower (``data.binning.bins_needed``), with the same splits.
       l2: lambda, L2 penalty on leaf values.
       l1: alpha, L1 penalty on leaf values.
       min_split_gain: gamma; a level is split only if its summed gain exceeds it.
@@ -105,9 +111,10 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
         then monotone in those features for any input (see ``jaxgbt.core.constraints``).
       interaction_constraints: lists of feature indices allowed in one tree together;
         a feature in no list appears only alone.
-      categorical_features: None or "auto" (a DataFrame's ``category`` columns), or a
-        list of column indices or DataFrame column names that are categorical (the
-        ``category`` columns are always). See ``jaxgbt.data.categorical``.
+      categorical_features: None or "auto" (a DataFrame's categorical columns: pandas
+        ``category``, polars ``Categorical``/``Enum``, Arrow ``dictionary``), or a list
+        of column indices or DataFrame column names that are categorical (the
+        categorical-dtype columns are always). See ``jaxgbt.data.categorical``.
       one_hot_max_size: a categorical column with at most this many categories (missing
         counted as one) becomes one 0/1 column per category; a larger one becomes
         ordered target statistics.
@@ -147,12 +154,13 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
     """
     objective = resolve(loss, link)
     kind = spec.loss_kind(objective, group)
-    check.check_params(n_trees, depth, n_bins)
+    spec.check_run(n_trees, depth, n_bins, learning_rate, verbose)
     spec.check_mode(grow_policy, "grow_policy", GrowPolicy)
     spec.check_mode(boosting, "boosting", Boosting)
     data = Dataset.read(X, y, sample_weight=sample_weight, group=group,
                         categorical_features=categorical_features, objective=objective,
-                        kind=kind, feature_names=feature_names)
+                        kind=kind, feature_names=feature_names, n_outputs=n_outputs,
+                        column_order=getattr(init_model, "feature_names", None))
     n_outputs, vector_output = spec.outputs(objective, data.y, n_outputs, kind)
     curvature = spec.curvature(objective, hessian, vector_output)
     rates = dict(subsample=subsample, goss_top_rate=goss_top_rate,
@@ -174,16 +182,17 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
                              "checkpoint is written from the host. Fit without it there.")
     mesh = spec.mesh(devices)
     spec.check_mesh(mesh, devices, objective, kind)
+    thresholds = data.thresholds(n_bins, seed)  # first: they decide the histograms' width
     config = spec.build_config(
-        objective, depth=depth, n_bins=n_bins, n_outputs=n_outputs, vector_output=vector_output,
-        learning_rate=learning_rate, row_mesh=mesh, chosen_curvature=curvature, kind=kind,
-        row_sampling=row_sampling, column_sampling=column_sampling, subsample=subsample,
-        n_rows=data.n_rows, grow_policy=grow_policy,
+        objective, depth=depth, n_bins=thresholds.shape[1] + 1, n_outputs=n_outputs,
+        vector_output=vector_output, learning_rate=learning_rate, row_mesh=mesh,
+        chosen_curvature=curvature, kind=kind, row_sampling=row_sampling,
+        column_sampling=column_sampling, subsample=subsample, n_rows=data.n_rows,
+        grow_policy=grow_policy,
         is_ordered=spec.ordered(boosting, objective, kind, curvature, mesh))
-    check_fit_memory(data.n_rows, data.X.shape[1], n_bins, depth, n_outputs,
+    check_fit_memory(data.n_rows, data.X.shape[1], config.n_bins, depth, n_outputs,
                      [jax.devices()[0]] if mesh is None else list(mesh.devices.flat),
                      ordered=config.ordered, gathered_rows=config.sample_capacity)
-
     train_data = TrainData(bins=None, y=jax.tree.map(jnp.asarray, data.y),
                            weight=jnp.asarray(data.weight), group_index=data.group_index,
                            group_mask=data.group_mask)
@@ -194,7 +203,7 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
         start = _base_score(objective, base_score, train_data, config, params)
         start_raw, round_offset = None, 0
     else:
-        start, start_raw, round_offset = _warm_start(init_model, base_score, data.X, config)
+        start, start_raw, round_offset = _warm_start(init_model, base_score, data, config)
     traced = any(check.is_traced(p) for p in jax.tree.leaves((params, data.weight, start)))
     # The training program is compiled before the data is binned, and the memory freed
     # on the way handed back: the first fit's peak is then the larger of compilation's
@@ -202,8 +211,7 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
     release_free_heap()
     if compile_ahead(config, params, train_data, start_raw, data.X.shape, mesh):
         release_free_heap()
-    thresholds, bins = data.binned(n_bins, seed)
-    train_data = train_data._replace(bins=bins)
+    train_data = train_data._replace(bins=data.binned(thresholds))
     release_free_heap()  # the binning threads' sorted and transposed copies
     evaluator = _evaluator(eval_set, eval_metric, early_stopping_rounds, callbacks, verbose,
                            traced, objective, config, data, thresholds, start, kind,
@@ -270,8 +278,9 @@ def _checkpointing(path, every: int, evaluator: Evaluator, data: TrainData, para
     return resume, on_chunk
 
 
-def _warm_start(init_model, base_score, X, config):
+def _warm_start(init_model, base_score, data: Dataset, config):
     """(base score, starting margins f32[N, K], rounds done) of a model to continue."""
+    X = data.X
     if not isinstance(init_model, Booster):
         raise TypeError(f"init_model must be a jaxgbt Booster; got {type(init_model).__name__}.")
     if init_model.feature.ndim != 2:
@@ -289,6 +298,10 @@ def _warm_start(init_model, base_score, X, config):
         details = ", ".join(f"{k}: model {a} vs fit {b}" for k, (a, b) in mismatch.items())
         raise ValueError(f"init_model does not match this fit ({details}); continue it with "
                          "the same features, depth, grow_policy and outputs.")
+    names = init_model.feature_names, data.feature_names
+    if None not in names and names[0] != names[1]:
+        raise ValueError(f"init_model was trained on the columns {list(names[0])} but "
+                         f"feature_names={list(names[1])}; continue it with the same columns.")
     raw = init_model.predict_raw(X, n_trees=init_model.n_trees)
     raw = raw if config.vector_output else raw[:, None]
     return init_model.base_score, raw.astype(jnp.float32), init_model.n_trees
@@ -306,7 +319,9 @@ def _append(first: Booster, then: Booster) -> Booster:
             if before is None or before.shape[-1] != first.n_trees:
                 before = jnp.full((first.n_trees,), jnp.nan, jnp.float32)
             history[key] = jnp.concatenate([before, values])
-    return dataclasses.replace(then, base_score=first.base_score, history=history, **arrays)
+    return dataclasses.replace(then, base_score=first.base_score, history=history,
+                               feature_names=then.feature_names or first.feature_names,
+                               **arrays)
 
 
 def _evaluator(eval_set, eval_metric, early_stopping_rounds, callbacks, verbose, traced,
@@ -329,7 +344,10 @@ def _evaluator(eval_set, eval_metric, early_stopping_rounds, callbacks, verbose,
     sets, starts = [], []
     for i, entry in enumerate(eval_set or []):
         rows = read_eval_set(i, entry, encoder=data.encoder, n_features=data.X.shape[1],
-                             objective=objective, kind=kind, traced=traced)
+                             objective=objective, kind=kind, traced=traced,
+                             feature_names=data.feature_names,
+                             n_outputs=config.n_outputs if config.vector_output else None,
+                             n_classes=config.n_outputs)
         layout = None if rows.group is None else metrics_module.query_layout(rows.group)
         sets.append(EvalSet(rows.name, jax.device_put(apply_bins(rows.X, thresholds)),
                             jax.tree.map(jnp.asarray, rows.y), jnp.asarray(rows.weight), layout))
@@ -362,6 +380,7 @@ def _base_score(objective: Objective, base_score, data: TrainData, config: Boost
                 params: BoostParams) -> jax.Array:
     n_outputs = config.n_outputs
     if base_score is not None:
+        spec.check_base_score(base_score, n_outputs)
         start = jnp.broadcast_to(jnp.asarray(base_score, jnp.float32), (n_outputs,))
         if not check.is_traced(start) and not np.isfinite(np.asarray(start)).all():
             raise ValueError(f"base_score={base_score} must be finite.")
@@ -380,15 +399,47 @@ def _base_score(objective: Objective, base_score, data: TrainData, config: Boost
     start = start.astype(jnp.float32)
     if not check.is_traced(start):
         raw = np.broadcast_to(np.asarray(start), (data.weight.shape[0], n_outputs))
-        g, h, _ = compiled_derivatives(config, params, data, raw)
+        # The curvature before clipping (a floor of -inf clips nothing), to see its sign.
+        unclipped = params._replace(hessian_floor=jnp.float32(-jnp.inf))
+        g, h, _ = (np.asarray(a) if a is not None else None
+                   for a in compiled_derivatives(config, unclipped, data, raw))
         # Checked on the host: eagerly, each device op would compile.
-        bad = ~(np.isfinite(np.asarray(g)) & np.isfinite(np.asarray(h))).all(axis=1)
+        bad = ~(np.isfinite(g) & np.isfinite(h)).all(axis=1)
         if not np.isfinite(np.asarray(start)).all() or bool(bad.any()):
             raise FloatingPointError(
                 f"loss {objective.name!r} gives NaN or infinite gradients at the starting margin "
                 f"{np.asarray(start)} for {int(bad.sum())} of {bad.shape[0]} rows. Check the loss "
                 "on those labels (log of 0, division by 0), or pass a finite base_score.")
+        moved_g = None
+        if not np.any(g):  # a perfect start (constant labels), or a loss flat in f?
+            moved_g = np.asarray(compiled_derivatives(config, params, data, raw + 1.0).g)
+        weight = None if check.is_traced(data.weight) else np.asarray(data.weight)
+        _warn_degenerate(objective, moved_g, h, weight)
     return start
+
+
+def _warn_degenerate(objective: Objective, moved_g: np.ndarray | None, h: np.ndarray,
+                     weight: np.ndarray | None) -> None:
+    """Warns when the loss cannot train a model: its gradient is 0 for every row at the
+    starting margin and 1 above it (``moved_g``, None when the start's gradient was not
+    all 0: the loss does not depend on f, or is flat where it does, as ``jnp.round``), or
+    its curvature ``h`` at the start is negative for most rows (concave: clipped to
+    ``hessian_floor``, the leaves are then -G / l2, steps that grow without bound).
+    moved_g, h: f32[N, K]; weight: f32[N], or None (traced: every row counts)."""
+    used = np.ones(h.shape[0], bool) if weight is None else weight > 0
+    if moved_g is not None and not np.any(moved_g[used]):
+        warnings.warn(f"loss {objective.name!r} has a zero gradient for every row, at the "
+                      "starting margin and 1 above it, so no tree can split: the model stays "
+                      "constant. Is "
+                      "the loss a differentiable function of f (jnp.round and comparisons "
+                      "are flat)?", RuntimeWarning, stacklevel=4)
+    negative = (h[used] < 0).any(axis=1)
+    if negative.mean() > 0.5:
+        warnings.warn(f"loss {objective.name!r} has negative curvature (a concave loss) for "
+                      f"{int(negative.sum())} of {int(used.sum())} rows at the starting "
+                      "margin; it is clipped to hessian_floor, and leaf steps -G / (H + l2) may "
+                      "grow without bound. Minimise a convex loss (negate a likelihood), or "
+                      "pass hessian='constant'.", RuntimeWarning, stacklevel=4)
 
 
 @functools.partial(jax.jit, static_argnames=("init_score", "n_outputs"))

@@ -31,7 +31,9 @@ import numpy as np
 from jaxgbt import objectives
 from jaxgbt.core.layout import GROW_POLICIES, layout
 from jaxgbt.core.sampling import SamplingParams, round_keys, row_multiplier
+from jaxgbt.data import frames
 from jaxgbt.data import validation as check
+from jaxgbt.data.dataset import read_shared_X
 from jaxgbt.model import Booster
 from jaxgbt.sweeps import fit_many, max_batch_size
 
@@ -72,7 +74,8 @@ def fit_forest(X, y, *, task: str = "regression", n_trees: int = 100, depth: int
         forest.oob_score                              # out-of-bag accuracy
 
     Args:
-      X: array of shape (N, F); NaN marks a missing value.
+      X: array of shape (N, F) or a DataFrame (as for ``jaxgbt.fit``: categorical
+        columns are found and encoded); NaN marks a missing value.
       y: f32[N] (or f32[N, K] targets) for regression; labels f32[N] for
         classification.
       task: "regression" or "classification".
@@ -102,7 +105,7 @@ def fit_forest(X, y, *, task: str = "regression", n_trees: int = 100, depth: int
     check.check_int(n_trees, "n_trees", 1)
     check.check_int(seed, "seed", 0, 2**32 - 1)
     check.check_choice(grow_policy, "grow_policy", GROW_POLICIES)
-    X = check.check_X(X)
+    X = read_shared_X(X)  # read once for every batch of trees
     target, classes, objective = _targets(task, y, X.shape[0])
     colsample = _feature_fraction(max_features, task, X.shape[1])
     seeds = np.random.SeedSequence(seed).generate_state(n_trees)  # u32[T]
@@ -119,7 +122,9 @@ def fit_forest(X, y, *, task: str = "regression", n_trees: int = 100, depth: int
                        sampling="poisson", subsample=1.0, grow_policy=grow_policy,
                        **{layout(grow_policy).finest_colsample: colsample})
     model = _average(members)
-    oob = _compiled_oob(model, jnp.asarray(X), jnp.asarray(seeds))
+    # The rows as the trees read them: categorical columns as codes, under jit.
+    rows = check.check_X(X) if model.encoder is None else model.encoder.to_codes(X)
+    oob = _compiled_oob(model, jnp.asarray(rows), jnp.asarray(seeds))
     return Forest(model, np.asarray(oob), _oob_score(task, target, oob), seeds, classes)
 
 
@@ -171,7 +176,9 @@ def _compiled_oob(model: Booster, X: jax.Array, seeds: jax.Array) -> jax.Array:
 def _targets(task: str, y, n_rows: int):
     """(f32 training targets, classes or None, objective)."""
     if task == "classification":
-        labels = np.asarray(y)
+        labels = frames.as_array(y)
+        if labels.shape == (n_rows, 1):  # a column vector, a one-column DataFrame
+            labels = labels[:, 0]
         if labels.shape != (n_rows,):
             raise ValueError(f"task='classification' needs one label per row, shape "
                              f"({n_rows},); got {labels.shape}.")

@@ -13,11 +13,13 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxgbt.core.layout import Layout, Oblivious, layout
+from jaxgbt.data import frames
 from jaxgbt.data.categorical import Encoder
 from jaxgbt.data.transfer import to_device
-from jaxgbt.data.validation import check_predict_X, is_traced, select_columns
+from jaxgbt.data.validation import check_predict_X, is_traced, unmasked
+from jaxgbt.explain import importance
 from jaxgbt.io import model_format
-from jaxgbt.objectives import Objective
+from jaxgbt.objectives import Objective, by_name
 
 
 @jax.tree_util.register_dataclass
@@ -67,6 +69,21 @@ class Booster:
     history: dict[str, jax.Array] | None = None
     encoder: Encoder | None = None
 
+    def __getstate__(self) -> dict:
+        """The fields for pickle, a built-in objective by its name: built-ins hold
+        jitted links (``jax.nn.sigmoid``) and closures (``quantile@0.9``), which pickle
+        cannot find by reference. A user's objective is pickled as it is."""
+        state = dict(self.__dict__)
+        if by_name(self.objective.name) == self.objective:
+            state["objective"] = self.objective.name
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        if isinstance(state["objective"], str):
+            state = {**state, "objective": by_name(state["objective"])}
+        for name, value in state.items():
+            object.__setattr__(self, name, value)  # the dataclass is frozen
+
     @property
     def n_trees(self) -> int:
         return self.feature.shape[-2]
@@ -90,8 +107,14 @@ class Booster:
         return self.n_features if self.encoder is None else self.encoder.n_encoded
 
     def _check_X(self, X) -> jax.Array:
+        if self.feature.ndim > 2:
+            raise ValueError(f"this Booster stacks {self.feature.shape[0]} models (from "
+                             "fit_many, cv or jax.vmap(fit)); predict with one member, "
+                             "model[i].predict(X), or all at once with "
+                             "jax.vmap(lambda m: m.predict(X))(model).")
+        X = unmasked(X)
         if self.feature_names is not None and not is_traced(X):
-            X = select_columns(X, self.feature_names)  # a DataFrame's columns, by name
+            X = frames.select_columns(X, self.feature_names)  # a DataFrame's columns, by name
         if self.encoder is not None:
             # A jax array holds codes already (``encoder.to_codes``), so jit works;
             # anything else is read on the host, labels included.
@@ -100,12 +123,12 @@ class Booster:
             elif X.ndim != 2 or X.shape[1] != self.n_features:
                 check_predict_X(X, self.n_features)
             return self.encoder.encode(jnp.asarray(X, jnp.float32))
+        if frames.is_frame(X):  # pandas, polars, pyarrow: their numbers as one matrix
+            X = frames.read(X).numbers()
         if not is_traced(X):
             check_predict_X(X, self.n_features)
         if is_traced(X) or isinstance(X, jax.Array):  # already a device array
             return jnp.asarray(X, jnp.float32)
-        if hasattr(X, "to_numpy"):  # pandas
-            X = X.to_numpy()
         return to_device(X, np.float32)  # one copy, on every core
 
     def leaf_index(self, X) -> jax.Array:
@@ -117,10 +140,10 @@ class Booster:
         """Raw margins: f32[N] for scalar models, f32[N, K] for vector outputs.
 
         Args:
-          X: array of shape (N, F) or a DataFrame; NaN is a missing value. With
-            categorical features also an object array holding their labels. When the
-            model has ``feature_names``, a DataFrame's columns are matched by name: it
-            must hold exactly those columns, in any order.
+          X: array of shape (N, F) or a DataFrame (pandas, polars, pyarrow); NaN or
+            null is a missing value. With categorical features also an object array
+            holding their labels. When the model has ``feature_names``, a DataFrame's
+            columns are matched by name: it must hold exactly those columns, in any order.
           n_trees: use only the first n_trees trees (default: all of them, or those up
             to ``best_round`` when early stopping chose one; pass ``self.n_trees`` to
             use every tree then).
@@ -146,6 +169,8 @@ class Booster:
 
     def first_trees(self, n_trees: int) -> "Booster":
         """The model made of the first n_trees trees."""
+        if isinstance(n_trees, bool) or not isinstance(n_trees, (int, np.integer)):
+            raise TypeError(f"n_trees must be an integer number of trees; got {n_trees!r}.")
         if not 0 <= n_trees <= self.n_trees:
             raise ValueError(f"n_trees={n_trees} is outside [0, {self.n_trees}], the trees "
                              "this model has.")
@@ -176,6 +201,38 @@ class Booster:
         if isinstance(index, (int, np.integer)) and not -n_members <= index < n_members:
             raise IndexError(f"member {index} is out of range: the model stacks {n_members}.")
         return jax.tree.map(lambda a: a[index], self)
+
+    def feature_importance(self, kind: str = "gain", n_trees: int | None = None
+                           ) -> np.ndarray:
+        """f64[F] (f64[..., F] for stacked models): how much each column of X is used.
+
+        Args:
+          kind: "gain", the summed training gain of the splits on each column (as
+            LightGBM's ``importance_type="gain"``; XGBoost's ``"total_gain"``); "split",
+            how many splits test it (an oblivious level counts once).
+          n_trees: the first n_trees trees (default: as ``predict``, up to
+            ``best_round`` when early stopping chose one).
+
+        A categorical column is credited with the splits on all of its encoded columns.
+        Pass-through splits (gain 0, every row sent left) count for nothing.
+        """
+        importance.check_kind(kind)
+        if n_trees is None and self.best_round is not None:
+            if self.feature.ndim > 2:
+                raise ValueError("stacked models may stop at different rounds: pass n_trees, "
+                                 "or index a member first (model[i]).")
+            n_trees = int(self.best_round) + 1
+        model = self if n_trees is None else self.first_trees(n_trees)
+        weight = None if kind == "split" else np.asarray(model.split_gain)
+        return importance.split_importance(model.feature, model.split_gain, weight,
+                                           self._raw_columns(), self.n_features)
+
+    def _raw_columns(self) -> tuple[int, ...]:
+        """For each split column, the column of X it is made from."""
+        if self.encoder is None:
+            return tuple(range(self.n_features))
+        return tuple(raw for raw in range(self.n_features)
+                     for _ in self.encoder.encoded_columns(raw))
 
     def save(self, path) -> None:
         """Writes the model to ``path`` (see ``jaxgbt.io.model_format`` for the format)."""

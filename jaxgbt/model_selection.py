@@ -8,8 +8,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxgbt.data import frames
 from jaxgbt.data import validation as check
-from jaxgbt.evaluation.evaluator import resolve_metrics
+from jaxgbt.data.dataset import read_shared_X
+from jaxgbt.evaluation.evaluator import metric_name, resolve_metrics
 from jaxgbt.model import Booster
 from jaxgbt.objectives import Objective, resolve
 from jaxgbt.sweeps import member_rows, vmapped_fit
@@ -89,8 +91,8 @@ def cv(loss: "str | Objective | Callable", X, y, *, n_folds: int = 5,
         if name in fit_kwargs:
             raise ValueError(f"cv: {name} is not allowed; each fold is scored on its held-out "
                              "rows, and best_round comes from the mean curve.")
-    columns = check.column_names(X)  # before X becomes an array
-    X = check.check_X(X)
+    columns = frames.column_names(X)
+    X = read_shared_X(X)  # read once for every fold
     fit_kwargs["feature_names"] = check.check_feature_names(fit_kwargs.get("feature_names"),
                                                             columns, X.shape[1])
     n_rows = X.shape[0]
@@ -103,7 +105,7 @@ def cv(loss: "str | Objective | Callable", X, y, *, n_folds: int = 5,
             if group is not None:
                 raise ValueError("cv: stratified=True and group= together are not supported; "
                                  "grouped folds keep whole queries.")
-            labels = np.asarray(y)
+            labels = check.check_y(y, n_rows, objective)
         folds = fold_ids(n_rows, n_folds, labels=labels,
                          group=None if group is None else check.check_group(group, n_rows),
                          shuffle=shuffle, seed=fold_seed)
@@ -137,7 +139,9 @@ def cv(loss: "str | Objective | Callable", X, y, *, n_folds: int = 5,
     mean = {key: values.mean(axis=-2) for key, values in history.items()}
     std = {key: values.std(axis=-2) for key, values in history.items()}
     metric = resolve_metrics(eval_metric, objective, False, group is not None)[0]
-    watched = mean[next(iter(history))]
+    # By name: the history's keys come back sorted from the vmapped fit, not in the
+    # order of eval_metric.
+    watched = mean[f"valid:{metric_name(metric)}"]
     finite = np.where(np.isnan(watched), -np.inf if metric.higher_is_better else np.inf, watched)
     best = (np.argmax if metric.higher_is_better else np.argmin)(finite, axis=-1)
     best_score = np.take_along_axis(watched, best[..., None], axis=-1)[..., 0]

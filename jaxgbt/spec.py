@@ -120,6 +120,49 @@ def outputs(objective: Objective, y, n_outputs, kind: LossKind) -> tuple[int, bo
     return (1, False) if n_outputs is None else (n_outputs, True)
 
 
+def check_run(n_trees, depth, n_bins, learning_rate, verbose) -> None:
+    """The sizes of a fit, its verbosity, and a learning-rate schedule's values over the
+    rounds (a schedule is traced with the round inside the compiled chunk, so a negative
+    or NaN rate would otherwise train silently)."""
+    check.check_params(n_trees, depth, n_bins)
+    if isinstance(verbose, bool):
+        verbose = int(verbose)
+    check.check_int(verbose, "verbose", 0)
+    if callable(learning_rate):
+        try:
+            rates = np.asarray(jax.vmap(learning_rate)(jnp.arange(n_trees)), np.float64)
+        except Exception as error:  # noqa: BLE001 - re-raised with the argument's name
+            raise TypeError("learning_rate: a schedule must be a JAX function of the round "
+                            "(an int32 array), such as an optax schedule; calling it on "
+                            f"rounds 0..{n_trees - 1} failed: {error}") from error
+        bad = np.flatnonzero(~(np.isfinite(rates) & (rates >= 0)))
+        if rates.shape != (n_trees,) or bad.size:
+            where = (f"at round {bad[0]} it is {rates[bad[0]]}" if bad.size
+                     else f"it returned shape {rates.shape[1:]} per round")
+            raise ValueError(f"learning_rate: the schedule must give one finite rate >= 0 per "
+                             f"round; {where}.")
+
+
+def check_base_score(base_score, n_outputs: int) -> None:
+    """base_score: None, or a finite number or K of them (a traced one: its shape only)."""
+    if base_score is None:
+        return
+    if check.is_traced(base_score):
+        shape = jnp.shape(base_score)
+    else:
+        try:
+            values = np.asarray(base_score, np.float64)
+        except (TypeError, ValueError) as error:
+            raise TypeError(f"base_score={base_score!r} must be a number or one number per "
+                            f"output ({n_outputs}); it could not be read as numbers.") from error
+        if not np.isfinite(values).all():
+            raise ValueError(f"base_score={base_score!r} must be finite.")
+        shape = values.shape
+    if shape not in ((), (1,), (n_outputs,)):
+        raise ValueError(f"base_score has shape {shape}; give one number, or one per output "
+                         f"(shape ({n_outputs},)).")
+
+
 def curvature(objective: Objective, hessian, vector_output: bool) -> Curvature:
     """The curvature to use: ``hessian`` if given, else the objective's own."""
     chosen = objective.curvature if hessian is None else hessian
@@ -186,6 +229,9 @@ def constraints(monotone, interactions, n_features: int) -> dict:
             directions = np.zeros(n_features, np.int32)
             for feature, direction in monotone.items():
                 check.check_int(feature, "monotone_constraints key", 0, n_features - 1)
+                if isinstance(direction, bool) or direction not in (-1, 0, 1):
+                    raise ValueError(f"monotone_constraints[{feature}]={direction!r} must be "
+                                     "-1 (decreasing), 0 (free) or +1 (increasing).")
                 directions[feature] = direction
         else:
             directions = np.asarray(monotone)

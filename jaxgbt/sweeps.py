@@ -20,7 +20,9 @@ import numpy as np
 
 from jaxgbt import spec
 from jaxgbt.core.sampling import sample_capacity
+from jaxgbt.data import frames
 from jaxgbt.data import validation as check
+from jaxgbt.data.dataset import read_shared_X
 from jaxgbt.engine.resources import available_bytes, estimate_fit_memory
 from jaxgbt.fitting import fit
 from jaxgbt.model import Booster
@@ -75,8 +77,8 @@ def fit_many(loss: "str | Objective | Callable", X, y, params: Mapping[str, Any]
     """
     objective = resolve(loss, fit_kwargs.pop("link", None))
     rows, n_members = member_rows(params, fit_kwargs)
-    columns = check.column_names(X)  # before X becomes an array
-    X = check.check_X(X)
+    columns = frames.column_names(X)
+    X = read_shared_X(X)  # read once for every member
     fit_kwargs["feature_names"] = check.check_feature_names(fit_kwargs.get("feature_names"),
                                                             columns, X.shape[1])
     return vmapped_fit(objective, X, y, rows, n_members, fit_kwargs, batch_size)
@@ -154,9 +156,10 @@ def _check_values(name: str, array: np.ndarray) -> jax.Array:
     return jnp.asarray(array, jnp.float32)
 
 
-def vmapped_fit(objective: Objective, X: np.ndarray, y, rows: dict[str, jax.Array],
+def vmapped_fit(objective: Objective, X, y, rows: dict[str, jax.Array],
                  n_members: int, fit_kwargs: dict, batch_size: int | None) -> Booster:
-    """``fit`` under vmap over ``rows`` (leading axis n_members), in batches."""
+    """``fit`` under vmap over ``rows`` (leading axis n_members), in batches; X is
+    f32[N, F] or a ``frames.Table`` (``read_shared_X``)."""
     for name in ("early_stopping_rounds", "callbacks", "checkpoint_path"):
         if fit_kwargs.get(name):
             raise ValueError(f"{name} needs the host between rounds, so it cannot be used with "
@@ -190,7 +193,29 @@ def vmapped_fit(objective: Objective, X: np.ndarray, y, rows: dict[str, jax.Arra
         models = batches[0]
     else:
         models = jax.tree.map(lambda *parts: jnp.concatenate(parts), *batches)
-    return jax.tree.map(lambda a: a[:n_members], models)
+    models = jax.tree.map(lambda a: a[:n_members], models)
+    if not any(check.is_traced(a) for a in jax.tree.leaves(models)):
+        _check_members_finite(models, rows, n_members)
+    return models
+
+
+def _check_members_finite(models: Booster, rows: Mapping[str, Any], n_members: int) -> None:
+    """Raises, as ``fit`` does for one model, when a member's leaf values or starting
+    margin are NaN or infinite (NaN gradients, or margins that overflowed), naming the
+    first such member and its swept settings."""
+    leaves = np.asarray(models.leaf_value).reshape(n_members, -1)
+    start = np.asarray(models.base_score).reshape(n_members, -1)
+    finite = np.isfinite(leaves).all(axis=1) & np.isfinite(start).all(axis=1)
+    if finite.all():
+        return
+    first = int(np.argmin(finite))
+    settings = {name: np.asarray(values[first]).tolist() for name, values in rows.items()
+                if not name.startswith("_") and np.ndim(values[first]) == 0}
+    raise FloatingPointError(
+        f"{int((~finite).sum())} of {n_members} members have NaN or infinite leaf values, "
+        f"first member {first} ({settings or 'its sample weights'}): its loss gave NaN or "
+        "infinite gradients, or its margins overflowed. Lower learning_rate, raise l2, or "
+        "make the loss safe for large margins; each member is checked as fit checks one.")
 
 
 def _n_outputs(objective: Objective, y, fit_kwargs: dict) -> int:
@@ -222,7 +247,7 @@ def max_batch_size(n_rows: int, n_features: int, n_outputs: int, fit_kwargs: dic
     return fits, shared, per_member
 
 
-def _check_memory(X: np.ndarray, n_outputs: int, fit_kwargs: dict, batch_size: int,
+def _check_memory(X, n_outputs: int, fit_kwargs: dict, batch_size: int,
                   with_valid: bool) -> None:
     """Raises MemoryError, naming batch_size, when a batch would not fit in memory."""
     fits, shared, per_member = max_batch_size(X.shape[0], X.shape[1], n_outputs, fit_kwargs,

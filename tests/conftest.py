@@ -1,6 +1,12 @@
 """Shared fixtures. Two CPU devices so that the row-sharded path runs in every test run."""
 
-import jax
+import os
+
+# Tests compile in memory only: a shared on-disk cache would tie one run to another
+# (tests/test_compile_cache.py checks the cache in processes of its own).
+os.environ.setdefault("JAXGBT_COMPILATION_CACHE", "0")
+
+import jax  # noqa: E402
 
 jax.config.update("jax_num_cpu_devices", 2)
 jax.config.update("jax_numpy_rank_promotion", "raise")

@@ -128,7 +128,7 @@ def _sum_bins(hist_node: np.ndarray, bins) -> np.ndarray:
 def level_gains(hist: np.ndarray, l2: float, l1: float, min_child_weight: float) -> np.ndarray:
     """f64[F, B - 1, 2]: gain of "bin <= b goes left", missing left (0) or right (1).
 
-    Per node ``0.5 * (score(L) + score(R) - score(parent))``, or 0 when either child's
+    Per node ``score(L) + score(R) - score(parent)``, or 0 when either child's
     H summed over outputs is below min_child_weight; summed over nodes.
     """
     n_features, n_nodes, n_bins, n_columns = hist.shape
@@ -150,9 +150,9 @@ def level_gains(hist: np.ndarray, l2: float, l1: float, min_child_weight: float)
                         left = left + h[missing_bin]
                     if left[K:].sum() < min_child_weight or right[K:].sum() < min_child_weight:
                         continue
-                    total += 0.5 * (score(left[:K], left[K:], l2, l1)
-                                    + score(right[:K], right[K:], l2, l1)
-                                    - score(parent[:K], parent[K:], l2, l1))
+                    total += (score(left[:K], left[K:], l2, l1)
+                              + score(right[:K], right[K:], l2, l1)
+                              - score(parent[:K], parent[K:], l2, l1))
                 gains[f, b, missing_right] = total
     return gains
 

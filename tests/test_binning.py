@@ -5,7 +5,7 @@ import pytest
 import reference
 from numpy.testing import assert_array_equal
 
-from jaxgbt.data.binning import apply_bins, compute_thresholds
+from jaxgbt.data.binning import apply_bins, bins_needed, compute_thresholds, trimmed
 
 N_BINS = 16
 
@@ -119,3 +119,33 @@ def test_apply_bins_in_blocks_of_rows_and_features(monkeypatch):
     X = _mixed_features(seed=5, n_rows=60)
     table = compute_thresholds(X, N_BINS)
     assert_array_equal(apply_bins(X, table), reference.apply_bins(X, table))
+
+
+def test_bins_needed_counts_the_fullest_feature_and_rounds_up():
+    X = np.zeros((64, 3), np.float32)
+    X[:, 1] = np.arange(64) % 2  # two values: one cut
+    X[:, 2] = np.arange(64) % 6  # six values: five cuts
+    thresholds = compute_thresholds(X, 256)
+    assert bins_needed(thresholds, 256) == 8  # value bins 0..5, the missing bin: 7 -> 8
+    assert bins_needed(thresholds[:, :1], 256) == 4  # the fewest
+    assert bins_needed(thresholds, 6) == 6  # never above the bins asked for
+    continuous = compute_thresholds(np.linspace(0, 1, 1000, dtype=np.float32)[:, None], 256)
+    assert bins_needed(continuous, 256) == 256
+    assert np.isinf(trimmed(thresholds, 8)[:, 6:]).all()
+
+
+@pytest.mark.parametrize("grow_policy", ["oblivious", "depthwise"])
+def test_few_valued_data_train_the_same_model_on_narrower_histograms(grow_policy, monkeypatch):
+    import jaxgbt
+    from jaxgbt.data import dataset
+
+    rng = np.random.default_rng(5)
+    X = rng.integers(0, 5, size=(256, 4)).astype(np.float32)
+    X[::9, 2] = np.nan
+    y = (X[:, 0] - X[:, 1] * (X[:, 3] > 2) + rng.normal(size=256)).astype(np.float32)
+    fit = dict(n_trees=6, depth=3, grow_policy=grow_policy)
+    narrow = jaxgbt.fit("squared_error", X, y, **fit)
+    monkeypatch.setattr(dataset, "bins_needed", lambda thresholds, n_bins: n_bins)
+    full = jaxgbt.fit("squared_error", X, y, **fit)
+    from conftest import assert_same_model
+    assert_same_model(narrow, full)

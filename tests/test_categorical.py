@@ -255,7 +255,7 @@ def test_eval_set_constraints_and_vmap_use_the_raw_columns(frame_model):
 @pytest.mark.parametrize("kwargs, error, match", [
     (dict(categorical_features=[5]), ValueError, r"index 5, out of range: X has 3 columns"),
     (dict(categorical_features=[-1]), ValueError, "out of range"),
-    (dict(categorical_features=["color"]), ValueError, "X is not a pandas DataFrame"),
+    (dict(categorical_features=["color"]), ValueError, "X has no column names"),
     (dict(categorical_features=[1.0]), TypeError, "column indices"),
     (dict(categorical_features="all"), ValueError, "use None, 'auto'"),
     (dict(categorical_features=3), TypeError, "must be None, 'auto' or a list"),

@@ -6,7 +6,7 @@ import zipfile
 import jax
 import numpy as np
 import pytest
-from conftest import SMALL, make_regression
+from conftest import SMALL, assert_same_model, make_regression
 
 import jaxgbt
 from jaxgbt.io import ModelFormatError
@@ -134,3 +134,42 @@ def test_fit_many_members_carry_the_names(data):
     single = jaxgbt.fit("squared_error", frame, y, l2=10.0, **SMALL)
     np.testing.assert_allclose(np.asarray(models[1].predict(frame[NAMES[::-1]])),
                                np.asarray(single.predict(frame)), rtol=1e-5, atol=1e-6)
+
+
+def test_a_model_from_one_library_reads_the_frames_of_another(model, data):
+    pl = pytest.importorskip("polars")
+    pa = pytest.importorskip("pyarrow")
+    frame, y = data
+    expected = np.asarray(model.predict(frame))
+    from_polars = jaxgbt.fit("squared_error", pl.from_pandas(frame), y, **SMALL)
+    assert from_polars.feature_names == tuple(NAMES)
+    for other in (pl.from_pandas(frame[NAMES[::-1]]), pa.Table.from_pandas(frame[NAMES[::-1]])):
+        np.testing.assert_array_equal(np.asarray(model.predict(other)), expected)
+        np.testing.assert_array_equal(np.asarray(from_polars.predict(other)), expected)
+    with pytest.raises(ValueError, match=r"unknown columns \['z'\]"):
+        model.predict(pa.Table.from_pandas(frame.assign(z=1.0)))
+
+
+def test_eval_set_columns_are_matched_by_name(model, data):
+    frame, y = data
+    plain = jaxgbt.fit("squared_error", frame, y, eval_set=[(frame, y)], **SMALL)
+    reordered = jaxgbt.fit("squared_error", frame, y, eval_set=[(frame[NAMES[::-1]], y)],
+                           **SMALL)
+    np.testing.assert_array_equal(np.asarray(reordered.history["valid_0:rmse"]),
+                                  np.asarray(plain.history["valid_0:rmse"]))
+    with pytest.raises(ValueError, match=r"eval_set\[0\] X's columns .*missing columns \['d'\]"):
+        jaxgbt.fit("squared_error", frame, y, eval_set=[(frame[NAMES[:3]], y)], **SMALL)
+
+
+def test_warm_start_reads_the_columns_in_the_model_order(model, data):
+    frame, y = data
+    expected = jaxgbt.fit("squared_error", frame, y, init_model=model, **SMALL)
+    reordered = jaxgbt.fit("squared_error", frame[NAMES[::-1]], y, init_model=model, **SMALL)
+    assert reordered.feature_names == tuple(NAMES)
+    assert_same_model(reordered, expected)
+    # An array continues by position and keeps the model's names.
+    assert jaxgbt.fit("squared_error", frame.to_numpy(), y, init_model=model,
+                      **SMALL).feature_names == tuple(NAMES)
+    with pytest.raises(ValueError, match="init_model was trained on the columns"):
+        jaxgbt.fit("squared_error", frame.to_numpy(), y, init_model=model,
+                   feature_names=NAMES[::-1], **SMALL)

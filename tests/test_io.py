@@ -1,6 +1,7 @@
 import io
 import json
 import os
+import pickle
 import zipfile
 
 import jax
@@ -117,3 +118,17 @@ def test_save_refuses_a_stack_of_models(model_and_data, tmp_path):
     with pytest.raises(ValueError, match="stack of models"):
         stacked.save(tmp_path / "s.jgbt")
     assert not os.listdir(tmp_path)
+
+
+@pytest.mark.parametrize("loss", ["logistic", "quantile@0.9"])
+def test_pickle_round_trip(loss):
+    # Built-in objectives hold jitted links and closures; the Booster pickles them by name.
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(64, 3)).astype(np.float32)
+    y = (X[:, 0] > 0).astype(np.float32)
+    model = jaxgbt.fit(loss, X, y, n_trees=4, depth=2, n_bins=16, eval_set=[(X, y)])
+    loaded = pickle.loads(pickle.dumps(model))
+    assert loaded.objective is model.objective
+    assert loaded.history.keys() == model.history.keys()
+    np.testing.assert_array_equal(np.asarray(loaded.predict(X)), np.asarray(model.predict(X)))
+

@@ -154,6 +154,17 @@ def test_cv_over_a_sweep_with_stratified_folds():
     assert np.bincount(swept.folds).tolist() == [64, 64, 64, 64]
 
 
+def test_cv_best_round_follows_the_first_metric_asked_for():
+    # "logloss" sorts after "auc": the best round must still come from logloss's curve.
+    X, y = make_binary(seed=4)
+    result = jaxgbt.cv("logistic", X, y, n_folds=3, eval_metric=["logloss", "auc"],
+                       learning_rate=0.5, **SMALL)
+    assert list(result.history) == ["valid:auc", "valid:logloss"]
+    assert result.best_round == np.argmin(result.mean["valid:logloss"])
+    assert result.best_round != np.argmin(result.mean["valid:auc"])  # the sorted key's pick
+    assert result.best_score == result.mean["valid:logloss"][result.best_round]
+
+
 def test_ranking_folds_keep_queries_whole_and_equal_separate_fits():
     rng = np.random.default_rng(11)
     sizes = rng.integers(3, 12, size=30)

@@ -852,7 +852,7 @@ def _ranking_data():
 @pytest.mark.parametrize("loss, y_of, message", [
     ("logistic", lambda y: np.where(y > 0, 2.0, 0.0), r"domain of loss 'logistic'.*\[0, 1\]"),
     ("poisson", lambda y: y, "domain of loss 'poisson'.*non-negative counts"),
-    ("softmax", lambda y: np.abs(y), "domain of loss 'softmax'.*class indices"),
+    ("softmax", lambda y: np.abs(y), "loss 'softmax' needs the class indices 0, 1"),
     ("gamma", lambda y: np.abs(y) * (np.arange(len(y)) % 5 > 0), "positive values"),
     ("aft", lambda y: np.c_[np.exp(y) + 1, np.exp(y)], "0 < lower <= upper"),
     ("cox", lambda y: np.c_[np.exp(y), np.full(len(y), 2.0)], "event 0 or 1"),

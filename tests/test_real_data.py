@@ -119,18 +119,21 @@ def test_cps1988_predictions_match_catboost_plain():
 
 
 @pytest.mark.skipif(importlib.util.find_spec("xgboost") is None, reason="xgboost is not installed")
-def test_cps1988_depthwise_predictions_match_xgboost():
+@pytest.mark.parametrize("gamma", [0.0, 5.0])
+def test_cps1988_depthwise_predictions_match_xgboost(gamma):
     # XGBoost's hist method also cuts between every pair of neighbouring values here, and
     # its depthwise trees use the same gain, leaf values and base score (the mean): the
-    # same trees. Measured max |difference| 4.8e-6.
+    # same trees. Measured max |difference| 4.8e-6. min_split_gain is XGBoost's gamma.
     import xgboost
 
     X_train, y_train, X_test, _ = _cps1988()
     ours = jaxgbt.fit("squared_error", X_train, y_train, n_trees=N_TREES, depth=DEPTH,
-                      learning_rate=LEARNING_RATE, l2=L2, grow_policy="depthwise")
+                      learning_rate=LEARNING_RATE, l2=L2, grow_policy="depthwise",
+                      min_split_gain=gamma)
     anchor = xgboost.XGBRegressor(n_estimators=N_TREES, max_depth=DEPTH,
                                   learning_rate=LEARNING_RATE, reg_lambda=L2, min_child_weight=1,
-                                  tree_method="hist", grow_policy="depthwise", n_jobs=2)
+                                  tree_method="hist", grow_policy="depthwise", n_jobs=2,
+                                  gamma=gamma)
     anchor.fit(X_train, y_train)
     np.testing.assert_allclose(np.asarray(ours.predict(X_test)), anchor.predict(X_test),
                                rtol=0, atol=1e-4)

@@ -73,8 +73,8 @@ def _tie_hist() -> np.ndarray:
 
 def test_gain_by_hand():
     hist = _tie_hist()
-    # l2 = 0: 0.5 * (16/2 + 16/2 - 0/4) = 8;  l1 = 1, l2 = 1: 0.5 * (9/3 + 9/3 - 0) = 3.
-    for settings, value in [(dict(l2=0.0), 8.0), (dict(l2=1.0, l1=1.0), 3.0)]:
+    # l2 = 0: 16/2 + 16/2 - 0/4 = 16;  l1 = 1, l2 = 1: 9/3 + 9/3 - 0 = 6.
+    for settings, value in [(dict(l2=0.0), 16.0), (dict(l2=1.0, l1=1.0), 6.0)]:
         gains = np.asarray(_gains(jnp.asarray(hist, jnp.float32), _params(**settings)))
         expected = reference.level_gains(hist, settings["l2"], settings.get("l1", 0.0), 0.0)
         assert expected[1, 0, 0] == value
@@ -107,8 +107,8 @@ def test_min_child_weight_drops_a_node():
     hist[0, 1] = [[-2.0, 2.0], [2.0, 2.0], [0.0, 0.0], [0.0, 0.0]]
     params = _params(l2=0.0, min_child_weight=1.5)
     gains = np.asarray(_gains(jnp.asarray(hist, jnp.float32), params))
-    # Only node 1 counts at bin 0: 0.5 * (4/2 + 4/2 - 0) = 2.
-    assert_allclose(gains[0, 0], [2.0, 2.0], rtol=1e-6)
+    # Only node 1 counts at bin 0: 4/2 + 4/2 - 0 = 4.
+    assert_allclose(gains[0, 0], [4.0, 4.0], rtol=1e-6)
     assert_allclose(gains, reference.level_gains(hist, 0.0, 0.0, 1.5), rtol=1e-6)
 
 
@@ -122,12 +122,12 @@ def test_min_child_weight_counts_hessian_summed_over_outputs():
     assert_allclose(gains, expected, rtol=1e-6)
 
 
-@pytest.mark.parametrize("min_split_gain, splits", [(7.9, True), (8.0, False), (100.0, False)])
+@pytest.mark.parametrize("min_split_gain, splits", [(15.9, True), (16.0, False), (100.0, False)])
 def test_level_is_pass_through_unless_gain_exceeds_min_split_gain(min_split_gain, splits):
     hist = _tie_hist()
     split = _best(jnp.asarray(hist, jnp.float32), _params(l2=0.0, min_split_gain=min_split_gain))
     got = (int(split.feature), int(split.split_bin), bool(split.default_left), float(split.gain))
-    expected = (1, 0, True, 8.0) if splits else (0, 4, True, 0.0)
+    expected = (1, 0, True, 16.0) if splits else (0, 4, True, 0.0)
     assert got == expected
     assert tuple(reference.best_split(reference.level_gains(hist, 0.0, 0.0, 0.0),
                                       min_split_gain)) == expected

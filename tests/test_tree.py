@@ -42,7 +42,7 @@ def _binned_problem(n_outputs: int, seed: int = 0):
 CASES = {
     "l1_l2_weights": dict(n_outputs=1, l2=1.0, l1=0.5),
     "min_child_weight": dict(n_outputs=1, l2=0.3, l1=0.1, min_child_weight=20.0),
-    "min_split_gain": dict(n_outputs=1, l2=1.0, l1=0.5, min_split_gain=50.0),
+    "min_split_gain": dict(n_outputs=1, l2=1.0, l1=0.5, min_split_gain=100.0),
     "vector_k2": dict(n_outputs=2, l2=2.0, l1=0.3),
 }
 

@@ -66,6 +66,27 @@ CASES = [
     ("devices unknown", dict(devices="gpus"), ValueError, "devices='gpus'"),
     ("devices not devices", dict(devices=[1, 2]), TypeError, "list of jax devices"),
     ("link not callable", dict(link="sigmoid"), TypeError, "link must be a function"),
+    ("n_trees past int32", dict(n_trees=2**31), ValueError, r"n_trees=2147483648 .* 1000000"),
+    ("base_score text", dict(base_score="abc"), TypeError, "base_score='abc' must be a number"),
+    ("base_score length", dict(base_score=[1.0, 2.0]), ValueError, r"base_score has shape \(2,\)"),
+    ("eval_metric number", dict(eval_set=[(X_OK, Y_OK)], eval_metric=3), TypeError,
+     "eval_metric=3 must be a metric name"),
+    ("eval_set labels nan", dict(eval_set=[(X_OK, Y_OK), (X_OK, _with(Y_OK, 2, np.nan))]),
+     ValueError, r"eval_set\[1\] y contains 1 NaN"),
+    ("eval_set weights", dict(eval_set=[(X_OK, Y_OK, np.ones(3))]), ValueError,
+     r"eval_set\[0\]: sample_weight must have shape"),
+    ("verbose text", dict(verbose="loud"), TypeError, "verbose must be an integer"),
+    ("monotone half", dict(monotone_constraints={0: 0.5}), ValueError,
+     r"monotone_constraints\[0\]=0.5 must be -1"),
+    ("schedule negative", dict(learning_rate=lambda r: 0.1 - 0.05 * r), ValueError,
+     "at round 3 it is -0.05"),
+    ("schedule not jax", dict(learning_rate=lambda r: float(r)), TypeError,
+     "a schedule must be a JAX function of the round"),
+    ("aft sigma negative", dict(loss="aft@-1"), ValueError, "aft_normal sigma=-1.0 must be"),
+    ("weights overflow float32", dict(sample_weight=np.full(256, 1e39)), ValueError,
+     "above float32's largest"),
+    ("weights sum overflows", dict(sample_weight=np.full(256, 3e38)), ValueError,
+     "sums past float32's largest"),
 ]
 
 
@@ -107,6 +128,8 @@ def test_predict_checks_its_input(small_model, X, pattern):
 def test_first_trees_range(small_model):
     with pytest.raises(ValueError, match="n_trees=9 is outside"):
         small_model.predict(X_OK, n_trees=9)
+    with pytest.raises(TypeError, match="n_trees must be an integer number of trees; got 2.5"):
+        small_model.predict(X_OK, n_trees=2.5)
     np.testing.assert_allclose(small_model.predict(X_OK, n_trees=0),
                                np.full(256, float(small_model.base_score[0])))
 
@@ -130,3 +153,63 @@ def test_check_X_returns_a_read_only_array():
     assert not checked.flags.writeable and X.flags.writeable
     with pytest.raises(ValueError, match="read-only"):
         checked[0, 0] = 1.0
+
+
+def test_predict_refuses_complex_device_arrays_and_stacked_models(small_model):
+    with pytest.raises(TypeError, match="X must hold real numbers; got a jax array of dtype "
+                                        "complex64"):
+        small_model.predict(jnp.asarray(X_OK) * (1 + 1j))
+    many = jaxgbt.fit_many("squared_error", X_OK, Y_OK, {"l2": np.array([1.0, 2.0])}, **SMALL)
+    with pytest.raises(ValueError, match="this Booster stacks 2 models"):
+        many.predict(X_OK)
+
+
+def test_masked_cells_are_missing_values(small_model):
+    masked = np.ma.masked_array(X_OK, mask=X_OK > 1.0)
+    as_nan = np.where(X_OK > 1.0, np.nan, X_OK)
+    np.testing.assert_array_equal(small_model.predict(masked), small_model.predict(as_nan))
+    refit = jaxgbt.fit("squared_error", masked, Y_OK, **SMALL)
+    from conftest import assert_same_model
+    assert_same_model(refit, jaxgbt.fit("squared_error", as_nan, Y_OK, **SMALL))
+
+
+def test_soft_predict_checks_its_temperature(small_model):
+    for bad in (-1.0, 0.0, float("nan")):
+        with pytest.raises(ValueError, match="temperature=.* must be finite and > 0"):
+            jaxgbt.soft_predict_raw(small_model, X_OK, bad)
+
+
+def test_load_and_save_refuse_what_is_not_a_file(small_model, tmp_path):
+    import os
+
+    with pytest.raises(TypeError, match="load: path must be a file path"):
+        jaxgbt.load(None)
+    with pytest.raises(TypeError, match="save: path must be a file path"):
+        small_model.save(3)
+    with pytest.raises(IsADirectoryError, match="is a directory"):
+        small_model.save(tmp_path)
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)  # opening it would block until a writer came
+    for path in (fifo, "/dev/zero", tmp_path):  # /dev/zero would be read without end
+        with pytest.raises(jaxgbt.io.archive.ModelFormatError, match="not a regular file"):
+            jaxgbt.load(path)
+
+
+@pytest.mark.parametrize("loss, pattern", [
+    (lambda y, f: (y - jnp.round(f)) ** 2, "zero gradient for every row"),
+    (lambda y, f: y ** 2 + 0.0 * f, "zero gradient for every row"),
+    (lambda y, f: -((y - f) ** 2), "negative curvature"),
+])
+def test_losses_that_cannot_train_warn(loss, pattern):
+    with pytest.warns(RuntimeWarning, match=pattern):
+        jaxgbt.fit(loss, X_OK, Y_OK, **SMALL)
+
+
+def test_a_perfect_start_does_not_warn():
+    # Constant labels: the gradient is 0 at the start (the mean), not everywhere.
+    jaxgbt.fit("squared_error", X_OK, np.full(256, 3.0, np.float32), **SMALL)
+
+
+def test_cv_members_with_nan_gradients_raise():
+    with pytest.raises(FloatingPointError, match="3 of 3 members have NaN or infinite leaf"):
+        jaxgbt.cv(lambda y, f: jnp.sqrt(y - 10.0) * f, X_OK, Y_OK, n_folds=3, **SMALL)

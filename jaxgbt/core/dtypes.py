@@ -26,4 +26,7 @@ FLOAT_DTYPE = np.float32
 
 MAX_BINS = 256
 MIN_BINS = 3  # two value bins and the missing bin
+# Trees a fit may grow and a model file may hold: rounds are int32 on the device, and a
+# bound keeps a hostile model file's allocation small.
+MAX_TREES = 1_000_000
 MAX_DEPTH = 12  # 4096 leaves; a (F, 2**(D-1), B) histogram per level must fit in memory

@@ -1,16 +1,19 @@
 """Split gain, and the choice of an oblivious level's split or of each node's own split.
 
-The gain is XGBoost's (Chen & Guestrin 2016, eq. 7) with an L1 term: for gradient
-and Hessian sums G, H of a node,
+The gain is XGBoost's loss change (Chen & Guestrin 2016, eq. 7, without the paper's
+factor 1/2, as XGBoost and LightGBM compute it) with an L1 term: for gradient and
+Hessian sums G, H of a node,
 
     score(G, H) = T(G)^2 / max(H + l2, 1e-6),  T(G) = sign(G) * max(|G| - l1, 0)
-    gain        = (score(G_L, H_L) + score(G_R, H_R) - score(G, H)) / 2
+    gain        = score(G_L, H_L) + score(G_R, H_R) - score(G, H)
 
 summed over outputs. An oblivious level applies one (feature, threshold, missing
 direction) to every node of the level, so its gain is the sum over nodes; a node whose
 left or right child would hold less Hessian than ``min_child_weight`` adds nothing.
-The level is split only when that sum exceeds ``max(min_split_gain, 0)``; otherwise it is a
-pass-through level that sends every row left, so that trees keep a fixed shape.
+The level is split only when that sum exceeds ``max(min_split_gain, 0)`` (so
+``min_split_gain`` is XGBoost's ``gamma`` and LightGBM's ``min_gain_to_split``);
+otherwise it is a pass-through level that sends every row left, so that trees keep a
+fixed shape.
 A depthwise tree (``best_node_splits``) picks each node's split from that node's gains
 alone, with the same rule per node.
 """
@@ -138,7 +141,7 @@ def node_gains(hist: jax.Array, params: SplitParams, bounds=None,
         return sums[..., :n_outputs], sums[..., n_outputs:]
 
     (GL, HL), (GR, HR), (G, H) = parts(left), parts(right), parts(total)
-    gain = 0.5 * (_score(GL, HL, params) + _score(GR, HR, params) - _score(G, H, params))
+    gain = _score(GL, HL, params) + _score(GR, HR, params) - _score(G, H, params)
     allowed = ((_sum_outputs(HL) >= params.min_child_weight)
                & (_sum_outputs(HR) >= params.min_child_weight))
     if monotone is not None:

@@ -18,6 +18,9 @@ from jaxgbt.data.transfer import aligned_empty
 # Cut points are found on at most this many rows (LightGBM's bin_construct_sample_cnt
 # is the same size); binning itself then uses every row.
 MAX_BINNING_ROWS = 200_000
+# The fewest bins ``bins_needed`` gives: a 0/1 column's two value bins and the missing
+# bin, as a power of two.
+MIN_TRIMMED_BINS = 4
 
 # A task of ``apply_bins`` bins this many features of this many rows. It holds a float32
 # copy of that block (1 MB) and NumPy's int64 bin indices of one column of it (0.5 MB)
@@ -113,6 +116,31 @@ def compute_thresholds(X: np.ndarray, n_bins: int, sample_weight: np.ndarray | N
     with ThreadPoolExecutor(max_workers=min(os.cpu_count() or 1, max(n_features, 1))) as pool:
         list(pool.map(cut_feature, range(n_features)))
     return thresholds
+
+
+def bins_needed(thresholds: np.ndarray, n_bins: int) -> int:
+    """B for the histograms: the bins the cut points fill, rounded up to a power of two
+    (at least 4, at most ``n_bins``).
+
+    A feature with c finite cut points uses value bins 0..c; the missing bin comes after
+    the last value bin in use. Bins past those hold no rows, so dropping them changes no
+    split (the candidates they add tie with the feature's last real cut, and ties go to
+    the lower bin), while the split search costs per bin: on one-hot or few-valued data
+    B goes from 256 to 4. Rounding up keeps the number of compiled programs small.
+
+    Args:
+      thresholds: f32[F, n_bins - 1] from ``compute_thresholds``.
+      n_bins: the requested B.
+    """
+    most_cuts = int(np.isfinite(thresholds).sum(axis=1).max(initial=0))
+    needed = most_cuts + 2  # value bins 0..most_cuts, then the missing bin
+    return min(n_bins, max(MIN_TRIMMED_BINS, 1 << (needed - 1).bit_length()))
+
+
+def trimmed(thresholds: np.ndarray, n_bins: int) -> np.ndarray:
+    """f32[F, n_bins - 1]: the first ``n_bins - 1`` value bins' edges of ``thresholds``
+    (``n_bins`` from ``bins_needed``: the edges dropped are all +inf)."""
+    return np.ascontiguousarray(thresholds[:, : n_bins - 1])
 
 
 def apply_bins(X: np.ndarray, thresholds: np.ndarray) -> np.ndarray:

@@ -21,11 +21,12 @@ permutations gave a test logloss 0.001 to 0.003 worse than 1). Prediction rows g
 statistic over all training rows; a category training never saw gets the prior; NaN
 (missing) is a category of its own, in training and at predict time.
 
-Values: a column of a pandas ``category``, object or string dtype (or a NumPy object array)
-holds *labels*: they are mapped to codes 0..C-1 on the host, and the labels are kept in the
-model so that predict reads the same labels. Any other categorical column holds *values*
-compared as float32 (NumPy codes, integer columns). Dimension names are those of
-``core/dtypes.py``; F_enc is the width of the encoded matrix the trees split on.
+Values: a categorical, string or object column of a DataFrame (pandas, polars or pyarrow,
+read by ``data.frames``), or a NumPy object array, holds *labels*: they are mapped to codes
+0..C-1 on the host, and the labels are kept in the model so that predict reads the same
+labels. Any other categorical column holds *values* compared as float32 (NumPy codes,
+integer columns). Dimension names are those of ``core/dtypes.py``; F_enc is the width of
+the encoded matrix the trees split on.
 """
 
 import dataclasses
@@ -38,6 +39,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxgbt.core.dtypes import FLOAT_DTYPE
+from jaxgbt.data import frames
 from jaxgbt.data import validation as check
 
 NUMERIC, ONE_HOT, TARGET = "numeric", "one_hot", "target"
@@ -112,17 +114,17 @@ class Encoder:
         return range(start, start + self.width(self.columns[feature]))
 
     def to_codes(self, X, name: str = "X") -> np.ndarray:
-        """Raw X (array, object array or pandas DataFrame) as f32[N, F] on the host:
-        labelled columns as codes (NaN missing, -1 unseen), other columns as they are.
-        Pass the result to ``predict_raw`` under ``jax.jit``."""
-        table = _Table.read(X, name)
-        if table.n_columns != self.n_features:
-            raise ValueError(f"{name} has {table.n_columns} features but the model was trained "
+        """Raw X (an array, an object array or a DataFrame, ``data.frames``) as f32[N, F]
+        on the host: labelled columns as codes (NaN missing, -1 unseen), other columns as
+        they are. Pass the result to ``predict_raw`` under ``jax.jit``."""
+        table = frames.read(X, name)
+        if table.shape[1] != self.n_features:
+            raise ValueError(f"{name} has {table.shape[1]} features but the model was trained "
                              f"on {self.n_features}; pass the same columns, in the same order.")
-        out = np.empty((table.n_rows, self.n_features), FLOAT_DTYPE)
+        out = np.empty(table.shape, FLOAT_DTYPE, order="F")  # written column by column
         for j, labels in enumerate(self.labels):
-            out[:, j] = (table.numeric(j, name) if labels is None
-                         else lookup_codes(table.column(j), labels))
+            out[:, j] = (table.column_numbers(j, name) if labels is None
+                         else lookup_codes(table.column_labels(j), labels))
         return out
 
     def encode(self, X: jax.Array) -> jax.Array:
@@ -175,13 +177,14 @@ def read(X, categorical_features, name: str = "X"):
     """Splits X into numbers and categories (host side, before ``check_X``).
 
     Args:
-      X: array of shape (N, F), NumPy object array or pandas DataFrame.
-      categorical_features: None or "auto" (the DataFrame's ``category`` columns), or a
-        list of column indices or DataFrame column names (those, plus the ``category``
-        columns).
+      X: array of shape (N, F), NumPy object array, or DataFrame (``data.frames``).
+      categorical_features: None or "auto" (the DataFrame's CATEGORY columns: pandas
+        ``category``, polars ``Categorical``/``Enum``, Arrow ``dictionary``), or a list
+        of column indices or DataFrame column names (those, plus the CATEGORY columns).
 
     Returns:
-      ``(X, None)`` untouched when there is no categorical column, else ``(codes,
+      ``(X, None)`` untouched for an array without categorical columns, ``(numbers,
+      None)`` with numbers f32[N, F] for a DataFrame without them, else ``(codes,
       Declared)`` with codes f32[N, F].
     """
     if isinstance(categorical_features, str) and categorical_features != "auto":
@@ -192,160 +195,50 @@ def read(X, categorical_features, name: str = "X"):
         raise TypeError(f"categorical_features must be None, 'auto' or a list of column indices "
                         f"or names; got {categorical_features!r}.")
     declared = list(declared)
-    is_frame = _is_data_frame(X)
-    if not declared and not is_frame:
-        return X, None
-    table = _Table.read(X, name)
-    chosen = set(table.category_columns)
-    for entry in declared:
-        if isinstance(entry, str):
-            if not is_frame:
-                raise ValueError(f"categorical_features names the column {entry!r}, but X is not "
-                                 "a pandas DataFrame; give column indices instead.")
-            if entry not in table.names:
-                raise ValueError(f"categorical_features names the column {entry!r}, which X does "
-                                 f"not have; its columns are {list(table.names)}.")
-            chosen.add(table.names.index(entry))
-        elif isinstance(entry, numbers.Integral) and not isinstance(entry, bool):
-            if not 0 <= entry < table.n_columns:
-                raise ValueError(f"categorical_features holds the index {entry}, out of range: "
-                                 f"X has {table.n_columns} columns, so indices lie in "
-                                 f"[0, {table.n_columns - 1}].")
-            chosen.add(int(entry))
-        else:
-            raise TypeError(f"categorical_features entries must be column indices (int) or "
-                            f"DataFrame column names (str); got {entry!r}.")
-    strings = [table.label(j) for j in range(table.n_columns)
-               if j not in chosen and not table.is_numeric(j)]
+    if not declared and not frames.is_frame(X):
+        return X, None  # check_X reads an array without copying it
+    table = frames.read(X, name)
+    chosen = {j for j, kind in enumerate(table.kinds) if kind == frames.CATEGORY}
+    chosen |= {_declared_index(entry, table, name) for entry in declared}
+    strings = [table.column_label(j) for j in range(table.shape[1])
+               if j not in chosen and not table.numeric[j]]
     if strings:
         raise TypeError(f"{name} must hold numbers; the columns {strings} do not. Declare them "
-                        "in categorical_features=[...] or give them the pandas category dtype.")
+                        "in categorical_features=[...] or give them a categorical dtype (pandas "
+                        "category, polars Categorical or Enum, Arrow dictionary).")
     if not chosen:
-        return X, None
-    out = np.empty((table.n_rows, table.n_columns), FLOAT_DTYPE)
+        return table.values, None
+    out = np.array(table.values)
     labels = []
-    for j in range(table.n_columns):
-        if j in chosen and table.holds_labels(j):
-            out[:, j], found = factorize(table.column(j))
+    for j, column in enumerate(table.labels):
+        if j in chosen and column is not None:
+            out[:, j], found = factorize(column)
             labels.append(found)
         else:
-            out[:, j] = table.numeric(j)
             labels.append(None)
     return out, Declared(tuple(sorted(chosen)), tuple(labels))
 
 
-def _is_data_frame(X) -> bool:
-    return hasattr(X, "columns") and hasattr(X, "dtypes") and hasattr(X, "iloc")
-
-
-class _Table:
-    """Column access to a DataFrame or a 2-D array, without copying it whole."""
-
-    def __init__(self, columns, names, kinds, n_rows):
-        self._columns, self.names, self._kinds, self.n_rows = columns, names, kinds, n_rows
-
-    @classmethod
-    def read(cls, X, name: str) -> "_Table":
-        if _is_data_frame(X):
-            columns = [X.iloc[:, j] for j in range(X.shape[1])]
-            kinds = [_frame_kind(column) for column in columns]
-            return cls(columns, tuple(X.columns), kinds, X.shape[0])
-        if not isinstance(X, np.ndarray) and not isinstance(X, jax.Array):
-            try:
-                X = np.asarray(X)
-            except Exception as error:  # noqa: BLE001 - re-raised with the argument's name
-                raise TypeError(f"{name} could not be read as an array: {error}") from error
-        X = np.asarray(X)
-        if X.ndim != 2:
-            raise ValueError(f"{name} must be 2-D (n_samples, n_features); got shape {X.shape}.")
-        if X.dtype == object:
-            kind = "labels"
-        elif np.issubdtype(X.dtype, np.number) or X.dtype == bool:
-            kind = "numbers"
-        else:  # fixed-width strings or bytes
-            kind = "labels"
-        return cls(X.T, tuple(range(X.shape[1])), [kind] * X.shape[1], X.shape[0])
-
-    @property
-    def n_columns(self) -> int:
-        return len(self._kinds)
-
-    @property
-    def category_columns(self) -> list[int]:
-        return [j for j, kind in enumerate(self._kinds) if kind == "category"]
-
-    def label(self, j: int):
-        return self.names[j]
-
-    def holds_labels(self, j: int) -> bool:
-        return self._kinds[j] in ("category", "labels")
-
-    def is_numeric(self, j: int) -> bool:
-        if self._kinds[j] == "numbers":
-            return True
-        if self._kinds[j] == "category":
-            return False
-        try:
-            self.numeric(j)
-        except TypeError:
-            return False
-        return True
-
-    def column(self, j: int) -> np.ndarray:
-        """Column j as a 1-D object or numeric array, missing values as None or NaN."""
-        column = self._columns[j]
-        if hasattr(column, "to_numpy"):
-            return column.to_numpy(dtype=object) if self._kinds[j] != "numbers" else \
-                column.to_numpy()
-        return np.asarray(column)
-
-    def numeric(self, j: int, name: str = "X") -> np.ndarray:
-        """Column j as f32[N]; missing (None, pd.NA) as NaN."""
-        column = self._columns[j]
-        if hasattr(column, "to_numpy"):
-            if self._kinds[j] == "numbers":
-                return column.to_numpy(dtype=FLOAT_DTYPE, na_value=np.nan)
-            column = column.astype(object).to_numpy(dtype=object)
-        values = np.asarray(column)
-        if values.dtype == object:
-            values = np.array([np.nan if _is_missing(v) else v for v in values], dtype=object)
-        try:
-            if self._kinds[j] != "numbers" and any(isinstance(v, (str, bytes)) for v in values):
-                raise ValueError("labels")
-            return values.astype(FLOAT_DTYPE)
-        except (TypeError, ValueError) as error:
-            raise TypeError(f"{name} column {self.names[j]!r} must hold numbers (it is not a "
-                            "labelled categorical column of the model); got values such as "
-                            f"{values[:3].tolist()}.") from error
-
-
-def _frame_kind(column) -> str:
-    dtype = column.dtype
-    if str(dtype) == "category":
-        return "category"
-    if getattr(dtype, "kind", "O") in "biuf":
-        return "numbers"
-    try:  # nullable integer, float and boolean extension dtypes
-        import pandas as pd
-
-        if pd.api.types.is_numeric_dtype(dtype) or pd.api.types.is_bool_dtype(dtype):
-            return "numbers"
-    except ImportError:  # pragma: no cover - a DataFrame without pandas
-        pass
-    return "labels"
-
-
-def _is_missing(value) -> bool:
-    if value is None:
-        return True
-    if isinstance(value, (float, np.floating)):
-        return bool(np.isnan(value))
-    try:
-        import pandas as pd
-
-        return value is pd.NA or value is pd.NaT
-    except ImportError:  # pragma: no cover
-        return False
+def _declared_index(entry, table: frames.Table, name: str) -> int:
+    """The column index of one ``categorical_features`` entry (an index or a name)."""
+    if isinstance(entry, str):
+        if table.names is None:
+            raise ValueError(f"categorical_features names the column {entry!r}, but {name} has "
+                             "no column names (it is an array, not a DataFrame); give column "
+                             "indices instead.")
+        if entry not in table.names:
+            raise ValueError(f"categorical_features names the column {entry!r}, which {name} "
+                             f"does not have; its columns are {list(table.names)}.")
+        return table.names.index(entry)
+    if isinstance(entry, numbers.Integral) and not isinstance(entry, bool):
+        n_columns = table.shape[1]
+        if not 0 <= entry < n_columns:
+            raise ValueError(f"categorical_features holds the index {entry}, out of range: "
+                             f"{name} has {n_columns} columns, so indices lie in "
+                             f"[0, {n_columns - 1}].")
+        return int(entry)
+    raise TypeError(f"categorical_features entries must be column indices (int) or "
+                    f"DataFrame column names (str); got {entry!r}.")
 
 
 def label_key(value):
@@ -374,14 +267,14 @@ def _distinct(values: np.ndarray) -> tuple[list, np.ndarray]:
         index, uniques = pd.factorize(np.asarray(values, dtype=object))
         uniques = list(uniques)
     else:  # pragma: no cover
-        index = np.array([-1 if _is_missing(v) else 0 for v in values], np.int64)
-        uniques = [v for v in values if not _is_missing(v)]
+        index = np.array([-1 if frames.is_missing(v) else 0 for v in values], np.int64)
+        uniques = [v for v in values if not frames.is_missing(v)]
         index[index == 0] = np.arange(len(uniques))
     position: dict = {}
     keys: list = []
     remap = np.empty(len(uniques) + 1, np.int64)
     for i, value in enumerate(uniques):
-        if _is_missing(value):
+        if frames.is_missing(value):
             remap[i] = -1
             continue
         key = label_key(value)

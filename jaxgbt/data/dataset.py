@@ -1,7 +1,7 @@
 """The training data of one fit, read and checked once on the host.
 
-``Dataset.read`` takes what the user passed (arrays or a DataFrame, labels, weights,
-query ids) and checks it; ``Dataset.encoded`` replaces categorical columns by the
+``Dataset.read`` takes what the user passed (arrays or a DataFrame, read by ``frames``;
+labels, weights, query ids) and checks it; ``Dataset.encoded`` replaces categorical columns by the
 columns the trees split on; ``Dataset.binned`` gives the bin edges and the binned
 matrix. ``read_eval_set`` does the same for a validation set, with the training
 encoder. Nothing the caller passed is modified (``validation``).
@@ -14,9 +14,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxgbt.data import categorical
+from jaxgbt.data import categorical, frames
 from jaxgbt.data import validation as check
-from jaxgbt.data.binning import apply_bins, compute_thresholds
+from jaxgbt.data.binning import apply_bins, bins_needed, compute_thresholds, trimmed
 
 _EVAL_SET_KEYS = ("X", "y", "sample_weight", "group", "name")
 
@@ -59,14 +59,23 @@ class Dataset:
 
     @classmethod
     def read(cls, X, y, *, sample_weight, group, categorical_features, objective,
-             kind: str, feature_names=None) -> "Dataset":
-        """Checks the training inputs; ``kind`` is the loss's ("row", "group", "dataset");
-        ``feature_names``: None or F names (``check.check_feature_names``)."""
-        columns = check.column_names(X)
+             kind: str, feature_names=None, n_outputs=None, column_order=None) -> "Dataset":
+        """Checks the training inputs.
+
+        Args:
+          kind: the loss's ("row", "group", "dataset").
+          feature_names: None or F names (``check.check_feature_names``).
+          n_outputs: fit's ``n_outputs`` argument (``check.check_y``).
+          column_order: None, or names to put a DataFrame's columns in first: those of
+            the model an ``init_model`` fit continues.
+        """
+        if column_order is not None:
+            X = frames.select_columns(X, column_order)
+        columns = frames.column_names(X)
         X, declared = categorical.read(X, categorical_features)
         X = check.check_X(X)
         names = check.check_feature_names(feature_names, columns, X.shape[1])
-        y = check.check_y(y, X.shape[0], objective)
+        y = check.check_y(y, X.shape[0], objective, n_outputs=n_outputs, kind=kind)
         weight = (sample_weight if check.is_traced(sample_weight)
                   else check.check_sample_weight(sample_weight, X.shape[0]))
         group_index, group_mask = group_layout(kind, group, X.shape[0])
@@ -96,8 +105,9 @@ class Dataset:
                                              0 if check.is_traced(seed) else seed)
         return dataclasses.replace(self, X=X, encoder=encoder)
 
-    def binned(self, n_bins: int, seed) -> tuple[np.ndarray, jax.Array]:
-        """(thresholds f32[F, B - 2] of the bin edges, bins u8[F, N] on the device).
+    def thresholds(self, n_bins: int, seed) -> np.ndarray:
+        """f32[F, B - 1]: the bin edges, with B from ``binning.bins_needed`` (at most
+        ``n_bins``: fewer when no feature fills them).
 
         Weighted quantiles when the weights are concrete; under ``vmap`` over weights
         or seeds the edges are unweighted, and a traced seed samples with seed 0.
@@ -105,8 +115,26 @@ class Dataset:
         weight = None if check.is_traced(self.weight) else self.weight
         thresholds = compute_thresholds(self.X, n_bins, weight,
                                         0 if check.is_traced(seed) else seed)
+        return trimmed(thresholds, bins_needed(thresholds, n_bins))
+
+    def binned(self, thresholds: np.ndarray) -> jax.Array:
+        """u8[F, N] on the device: the rows binned with ``thresholds``."""
         # device_put adopts the (aligned) binned matrix on CPU: no second copy of it.
-        return thresholds, jax.device_put(apply_bins(self.X, thresholds))
+        return jax.device_put(apply_bins(self.X, thresholds))
+
+
+def read_shared_X(X, name: str = "X"):
+    """X read once for many fits (``fit_many``, ``cv``, forests), each of which reads
+    the result again without a copy.
+
+    Returns:
+      a ``frames.Table`` for a DataFrame or an array of labels (its names and labels
+      kept, so that categorical columns stay categorical), else X checked by
+      ``check.check_X``: read-only f32[N, F].
+    """
+    if frames.is_frame(X) or (isinstance(X, np.ndarray) and X.dtype.kind in "OSU"):
+        return frames.read(X, name)
+    return check.check_X(X, name)
 
 
 def group_layout(kind: str, group, n_rows: int):
@@ -151,10 +179,17 @@ class EvalRows:
 
 
 def read_eval_set(i: int, entry, *, encoder, n_features: int, objective, kind: str,
-                  traced: bool) -> EvalRows:
+                  traced: bool, feature_names=None, n_outputs=None,
+                  n_classes=None) -> EvalRows:
     """Checks ``eval_set[i]``: ``(X, y)``, ``(X, y, sample_weight)`` or a dict with keys
-    X, y and optionally sample_weight, group, name; ``traced``: the fit runs under
-    ``vmap``/``jit``."""
+    X, y and optionally sample_weight, group, name.
+
+    Args:
+      traced: the fit runs under ``vmap``/``jit``.
+      feature_names: the training columns' names: a DataFrame's columns are matched by
+        them, in any order; None reads columns by position.
+      n_outputs, n_classes: as for ``check.check_y``.
+    """
     if isinstance(entry, dict):
         unknown = set(entry) - set(_EVAL_SET_KEYS)
         if unknown or not {"X", "y"} <= set(entry):
@@ -167,12 +202,16 @@ def read_eval_set(i: int, entry, *, encoder, n_features: int, objective, kind: s
         raise TypeError(f"eval_set[{i}] must be (X, y), (X, y, sample_weight) or a dict; "
                         f"got {type(entry).__name__}.")
     name = str(fields.get("name", f"valid_{i}"))
-    X_val = (check.check_X(fields["X"], f"eval_set[{i}] X") if encoder is None
-             else encoder.transform(fields["X"], f"eval_set[{i}] X"))
+    X_val = fields["X"]
+    if feature_names is not None:
+        X_val = frames.select_columns(X_val, feature_names, f"eval_set[{i}] X")
+    X_val = (check.check_X(X_val, f"eval_set[{i}] X") if encoder is None
+             else encoder.transform(X_val, f"eval_set[{i}] X"))
     if X_val.shape[1] != n_features:
         raise ValueError(f"eval_set[{i}] X has {X_val.shape[1]} features but X has "
                          f"{n_features}; pass the same columns.")
-    y_val = check.check_y(fields["y"], X_val.shape[0], objective)
+    y_val = check.check_y(fields["y"], X_val.shape[0], objective, n_outputs=n_outputs,
+                          kind=kind, n_classes=n_classes, name=f"eval_set[{i}] y")
     w_val = fields.get("sample_weight")
     if check.is_traced(w_val):  # under vmap (jaxgbt.cv: one 0/1 mask per fold)
         if w_val.shape != (X_val.shape[0],):
@@ -182,7 +221,10 @@ def read_eval_set(i: int, entry, *, encoder, n_features: int, objective, kind: s
             raise ValueError(f"eval_set[{i}] sample_weight is traced but the fit is not: "
                              "vmap the training parameters or weights along with it.")
     else:
-        w_val = check.check_sample_weight(w_val, X_val.shape[0])
+        try:
+            w_val = check.check_sample_weight(w_val, X_val.shape[0])
+        except (TypeError, ValueError) as error:
+            raise type(error)(f"eval_set[{i}]: {error}") from None
     group = None
     if kind == "group" or fields.get("group") is not None:
         group = check.check_group(fields.get("group"), X_val.shape[0])

@@ -4,21 +4,32 @@ Every check names the argument, what it saw, what is allowed and what to do. Inp
 are converted to new arrays or read-only views; nothing the caller passed is modified.
 """
 
-import collections
 import numbers
 
 import jax
 import numpy as np
 
-from jaxgbt.core.dtypes import FLOAT_DTYPE, MAX_BINS, MAX_DEPTH, MIN_BINS
+from jaxgbt.core.dtypes import FLOAT_DTYPE, MAX_BINS, MAX_DEPTH, MAX_TREES, MIN_BINS
 from jaxgbt.core.tracing import is_traced as is_traced
+from jaxgbt.data import frames
+
+
+def unmasked(value):
+    """A NumPy masked array as a plain array with NaN (missing) in its masked cells;
+    anything else as it is."""
+    if not isinstance(value, np.ma.MaskedArray):
+        return value
+    if not np.ma.getmask(value).any():
+        return np.ma.getdata(value)
+    if np.issubdtype(value.dtype, np.number) or value.dtype == bool:
+        return value.astype(np.float64).filled(np.nan)
+    return value
 
 
 def _as_numeric_array(value, name: str) -> np.ndarray:
-    if hasattr(value, "to_numpy"):  # pandas DataFrame / Series
-        value = value.to_numpy()
+    value = unmasked(value)
     try:
-        array = np.asarray(value)
+        array = frames.as_array(value)
     except Exception as error:  # noqa: BLE001 - re-raised with the argument's name
         raise TypeError(f"{name} could not be read as an array: {error}") from error
     if array.dtype == object or not (np.issubdtype(array.dtype, np.number)
@@ -66,27 +77,106 @@ def check_X(X, name: str = "X") -> np.ndarray:
     return array
 
 
-def check_y(y, n_rows: int, objective):
+_MSG_STRING_LABELS = """\
+{name} must hold numbers; it holds strings such as {examples}. Encode classes as the \
+integers 0..K-1 first: classes, y = np.unique(y, return_inverse=True) (prediction column k \
+is then classes[k]), or use jaxgbt.JaxGBTClassifier, which does it for you."""
+
+_MSG_CLASS_LABELS = """\
+{name} holds the labels {found}; loss {loss!r} needs {needs}. Encode them first: \
+classes, y = np.unique(y, return_inverse=True) (prediction column k is then classes[k]), \
+or use jaxgbt.JaxGBTClassifier, which does it for you."""
+
+
+def check_y(y, n_rows: int, objective, *, n_outputs: int | None = None, kind: str = "row",
+            n_classes: int | None = None, name: str = "y"):
     """y as new float32 arrays with n_rows rows, finite (or +inf where the objective
-    allows it) and in the objective's domain. A dict of arrays stays a dict."""
+    allows it) and in the objective's domain. A dict of arrays stays a dict.
+
+    Args:
+      y: labels: an array, a Series, a DataFrame, or a dict of those.
+      n_rows: N, the rows of X.
+      objective: the loss; its facts decide the checks.
+      n_outputs: fit's ``n_outputs`` argument (K of a vector-output custom loss), or None.
+      kind: the loss's kind ("row", "group", "dataset").
+      n_classes: for a validation set of a multi-class loss, the K classes the model is
+        trained on; None for the training labels, which must hold every class.
+      name: the argument's name in messages.
+
+    Returns:
+      f32[N] or f32[N, ...]: an (N, 1) column is f32[N] when the loss takes one scalar
+      label per row (``takes_scalar_labels``).
+    """
     if isinstance(y, dict):
         if not y:
-            raise ValueError("y is an empty dict; give it one array of labels per name.")
-        return {key: _check_label_array(value, n_rows, f"y[{key!r}]", objective)
+            raise ValueError(f"{name} is an empty dict; give it one array of labels per name.")
+        return {key: _check_label_array(value, n_rows, f"{name}[{key!r}]", objective)
                 for key, value in y.items()}
-    array = _check_label_array(y, n_rows, "y", objective)
+    array = _check_label_array(y, n_rows, name, objective)
+    if array.shape[1:] == (1,) and takes_scalar_labels(objective, n_outputs, kind):
+        array = array[:, 0]
+    if objective.classification and objective.n_outputs is not None and array.ndim == 1:
+        _check_classes(array, objective, name, n_classes)
     if objective.y_domain is not None:
         description, accepts = objective.y_domain
         if not accepts(array):
             finite = array[np.isfinite(array)]
             seen = f"[{finite.min()}, {finite.max()}]" if finite.size else "no finite values"
-            raise ValueError(f"y has labels outside the domain of loss {objective.name!r}: it "
-                             f"needs {description}; got shape {array.shape}, values in {seen}.")
+            raise ValueError(f"{name} has labels outside the domain of loss {objective.name!r}: "
+                             f"it needs {description}; got shape {array.shape}, values in "
+                             f"{seen}.")
     return array
 
 
+def takes_scalar_labels(objective, n_outputs: int | None, kind: str) -> bool:
+    """Whether the loss reads one scalar label per row, so that labels of shape (N, 1)
+    (a column vector, a one-column DataFrame) mean labels of shape (N,).
+
+    Built-in losses know: every one but those whose labels are vectors (multi-output
+    regression: K outputs from K label columns). A custom per-row loss without
+    ``n_outputs`` does unless it maps a label of shape (1,) to a scalar itself.
+    """
+    if not objective.custom:
+        return objective.n_outputs is None or objective.classification
+    if n_outputs is not None or kind != "row":
+        return False
+    try:
+        out = jax.eval_shape(objective.loss, jax.ShapeDtypeStruct((1,), FLOAT_DTYPE),
+                             jax.ShapeDtypeStruct((), FLOAT_DTYPE))
+    except Exception:  # noqa: BLE001 - the loss fails on (1,) labels; scalars may work
+        return True
+    return getattr(out, "shape", None) != ()
+
+
+def _check_classes(array: np.ndarray, objective, name: str, n_classes: int | None) -> None:
+    """Class labels must be the integers 0..K-1: all of them in training (a missing one
+    would be a class without rows), within the model's K in a validation set."""
+    found = np.unique(array)
+    if n_classes is None:
+        ok = np.array_equal(found, np.arange(found.size))
+        needs = ("the class indices 0, 1, ..., K - 1, each present at least once (labels "
+                 "1..K, or with gaps, would add classes without rows)")
+    else:
+        ok = bool(np.isin(found, np.arange(n_classes)).all())
+        needs = f"class indices among the model's 0, 1, ..., {n_classes - 1}"
+    if not ok:
+        shown = ", ".join(f"{v:g}" for v in found[:10]) + (", ..." if found.size > 10 else "")
+        found_text = f"[{shown}] ({found.size} distinct)"
+        raise ValueError(_MSG_CLASS_LABELS.format(name=name, found=found_text,
+                                                  loss=objective.name, needs=needs))
+
+
 def _check_label_array(y, n_rows: int, name: str, objective) -> np.ndarray:
-    array = _as_numeric_array(y, name)
+    try:
+        raw = frames.as_array(y)
+    except Exception:  # noqa: BLE001 - _as_numeric_array names the problem
+        raw = None
+    if raw is not None and raw.dtype.kind in "OSU":
+        strings = [str(v) for v in raw.ravel()[:1000] if isinstance(v, (str, bytes))]
+        if strings:
+            examples = list(dict.fromkeys(strings))[:3]
+            raise TypeError(_MSG_STRING_LABELS.format(name=name, examples=examples))
+    array = _as_numeric_array(y if raw is None else raw, name)
     if array.ndim == 0 or array.shape[0] != n_rows:
         raise ValueError(f"{name} has {array.shape[0] if array.ndim else 0} rows but X has "
                          f"{n_rows}; pass one label per row of X.")
@@ -125,9 +215,17 @@ def check_sample_weight(sample_weight, n_rows: int) -> np.ndarray:
     if array.shape != (n_rows,):
         raise ValueError(f"sample_weight must have shape ({n_rows},), one weight per row of X; "
                          f"got {array.shape}.")
-    array = np.array(array, dtype=FLOAT_DTYPE)
     if not np.isfinite(array).all():
         raise ValueError("sample_weight contains NaN or infinite values; weights must be finite.")
+    with np.errstate(over="ignore"):
+        array = np.array(array, dtype=FLOAT_DTYPE)
+    if not np.isfinite(array).all():
+        raise ValueError("sample_weight has values above float32's largest (3.4e38), which "
+                         "training works in; divide the weights by a common factor (only "
+                         "their ratios matter, with l2 and min_child_weight scaled alike).")
+    if array.sum(dtype=np.float64) > np.finfo(np.float32).max:
+        raise ValueError("sample_weight sums past float32's largest value (3.4e38), which "
+                         "histogram sums would overflow; divide the weights by a common factor.")
     if (array < 0).any():
         raise ValueError(f"sample_weight has {int((array < 0).sum())} negative values; weights "
                          "must be >= 0.")
@@ -187,7 +285,7 @@ def check_learning_rate(value, name: str = "learning_rate"):
 
 
 def check_params(n_trees, depth, n_bins) -> None:
-    check_int(n_trees, "n_trees", 1)
+    check_int(n_trees, "n_trees", 1, MAX_TREES)
     check_int(depth, "depth", 1, MAX_DEPTH)
     check_int(n_bins, "n_bins", MIN_BINS, MAX_BINS)
 
@@ -195,6 +293,9 @@ def check_params(n_trees, depth, n_bins) -> None:
 def check_predict_X(X, n_features: int) -> None:
     """Shape and dtype of X at predict time (values may be NaN)."""
     if isinstance(X, jax.Array):
+        if not (jax.numpy.issubdtype(X.dtype, jax.numpy.floating)
+                or jax.numpy.issubdtype(X.dtype, jax.numpy.integer) or X.dtype == bool):
+            raise TypeError(f"X must hold real numbers; got a jax array of dtype {X.dtype}.")
         shape = X.shape
     else:
         shape = _as_numeric_array(X, "X").shape
@@ -205,23 +306,13 @@ def check_predict_X(X, n_features: int) -> None:
                          "pass the same columns, in the same order, as in training.")
 
 
-def column_names(X) -> tuple | None:
-    """The column labels of a DataFrame (anything with ``.columns``), or None for arrays.
-
-    A traced or array X has no names; reading the labels copies no data.
-    """
-    if is_traced(X) or isinstance(X, (np.ndarray, jax.Array)) or not hasattr(X, "columns"):
-        return None
-    return tuple(X.columns)
-
-
 def check_feature_names(feature_names, columns: tuple | None,
                         n_features: int) -> tuple[str, ...] | None:
     """The names of X's F columns, as a tuple of distinct strings, or None.
 
     Args:
       feature_names: what the user passed: None or a sequence of F distinct strings.
-      columns: X's column labels (``column_names``), or None when X is an array.
+      columns: X's column labels (``frames.column_names``), or None when X is an array.
       n_features: F, the width of X.
 
     Returns:
@@ -233,9 +324,10 @@ def check_feature_names(feature_names, columns: tuple | None,
         if not named:
             return None
         names = tuple(str(c) for c in columns)
-        if _repeated(names):
-            raise ValueError(f"X has the repeated column names {_repeated(names)}; predict "
-                             "matches columns by name, so rename them to be distinct.")
+        repeated = frames.repeated_labels(names)
+        if repeated:
+            raise ValueError(f"X has the repeated column names {repeated}; predict matches "
+                             "columns by name, so rename them to be distinct.")
         return names
     if isinstance(feature_names, (str, bytes)) or not hasattr(feature_names, "__iter__"):
         raise TypeError(f"feature_names must be a sequence of F={n_features} strings; got "
@@ -247,44 +339,11 @@ def check_feature_names(feature_names, columns: tuple | None,
     if len(names) != n_features:
         raise ValueError(f"feature_names has {len(names)} names but X has {n_features} "
                          "columns; give one name per column.")
-    if _repeated(names):
-        raise ValueError(f"feature_names repeats {_repeated(names)}; give each column its own "
-                         "name.")
+    repeated = frames.repeated_labels(names)
+    if repeated:
+        raise ValueError(f"feature_names repeats {repeated}; give each column its own name.")
     if named and names != tuple(columns):
         raise ValueError(f"feature_names={list(names)} differs from X's columns "
                          f"{list(columns)}; leave feature_names out (the DataFrame's "
                          "column names are used) or pass matching names.")
     return names
-
-
-def select_columns(X, feature_names: tuple[str, ...]):
-    """A DataFrame X's columns in the order of ``feature_names``, matched by name; X
-    itself when it is an array or already in that order.
-
-    Raises:
-      ValueError: X lacks some of the names, has columns the model does not know, or
-        repeats a column.
-    """
-    columns = column_names(X)
-    if columns is None or columns == feature_names:
-        return X
-    known = set(feature_names)
-    missing = [c for c in feature_names if c not in set(columns)]
-    unknown = [c for c in columns if c not in known]
-    repeated = _repeated(columns)
-    if missing or unknown or repeated:
-        problems = "; ".join(part for part in (
-            f"missing columns {missing}" if missing else "",
-            f"unknown columns {unknown}" if unknown else "",
-            f"repeated columns {repeated}" if repeated else "") if part)
-        raise ValueError(f"X's columns do not match the model's feature names ({problems}); "
-                         f"pass exactly the columns the model was trained on: "
-                         f"{list(feature_names)} (in any order), or an array with them in "
-                         "that order.")
-    return X[list(feature_names)]
-
-
-def _repeated(labels: tuple) -> list:
-    """The labels that occur more than once, sorted."""
-    counts = collections.Counter(labels)
-    return sorted((label for label, n in counts.items() if n > 1), key=str)

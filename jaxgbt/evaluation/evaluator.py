@@ -86,6 +86,10 @@ def resolve_metrics(eval_metric, objective, vector_output: bool, grouped: bool) 
         return (default_metric(objective, vector_output, grouped),)
     if isinstance(eval_metric, (str,)) or callable(eval_metric):
         eval_metric = [eval_metric]
+    if not isinstance(eval_metric, (list, tuple)):
+        raise TypeError(f"eval_metric={eval_metric!r} must be a metric name, a function "
+                        "metric(y, pred, weight=None), or a list of them, e.g. "
+                        "eval_metric=['logloss', 'auc'].")
     resolved = []
     for metric in eval_metric:
         fn = metrics_module.get(metric) if isinstance(metric, str) else metric

@@ -7,6 +7,7 @@ The model format (``model_format``) and checkpoints (``checkpoint``) are archive
 import io as _io
 import json
 import os
+import stat
 import tempfile
 import zipfile
 
@@ -37,11 +38,23 @@ def write_archive(path, header: dict, arrays: dict[str, np.ndarray],
     write_atomically(path, buffer.getvalue())
 
 
+def check_path(path, action: str) -> None:
+    """``path`` is a file path (str, bytes or os.PathLike), else a TypeError that names
+    the ``action`` ("save", "load")."""
+    if not isinstance(path, (str, bytes, os.PathLike)):
+        raise TypeError(f"{action}: path must be a file path (a str or pathlib.Path); got "
+                        f"{type(path).__name__} {path!r}.")
+
+
 def write_atomically(path, data: bytes) -> None:
     """Writes ``data`` to ``path`` so that a crash leaves the old file or the new one,
     never part of one: a temporary file in the same folder, flushed and fsynced, then
     renamed over the target (a killed process may leave a ``.jaxgbt-*.tmp`` behind)."""
+    check_path(path, "save")
     path = os.fspath(path)
+    if os.path.isdir(path):
+        raise IsADirectoryError(f"{path} is a directory; give a file name inside it, e.g. "
+                                f"{os.path.join(path, 'model.jgbt')}.")
     folder = os.path.dirname(os.path.abspath(path))
     handle, temporary = tempfile.mkstemp(prefix=".jaxgbt-", suffix=".tmp", dir=folder)
     try:
@@ -125,8 +138,21 @@ def read_array(archive: zipfile.ZipFile, name: str, dtype: str, shape: tuple, pa
 
 
 def open_archive(path, what: str = "jaxgbt model") -> zipfile.ZipFile:
-    """The zip archive at ``path``; a missing file raises FileNotFoundError, anything
-    unreadable a ModelFormatError."""
+    """The zip archive at ``path`` (a file path, or a binary file object with ``read`` and
+    ``seek``); a missing file raises FileNotFoundError, anything unreadable or not a
+    regular file (a directory, a pipe, a device such as /dev/zero, which would block or
+    never end) a ModelFormatError."""
+    if not (hasattr(path, "read") and hasattr(path, "seek")):
+        check_path(path, "load")
+        try:
+            mode = os.stat(path).st_mode
+        except FileNotFoundError:
+            raise
+        except OSError as error:
+            fail(path, f"it cannot be read ({error})", what)
+        if not stat.S_ISREG(mode):
+            fail(path, "it is not a regular file (a directory, pipe or device); a "
+                       f"{what} is a zip archive written by save", what)
     try:
         return zipfile.ZipFile(path)
     except (zipfile.BadZipFile, OSError, ValueError) as error:

@@ -29,7 +29,7 @@ import zipfile
 import jax.numpy as jnp
 import numpy as np
 
-from jaxgbt.core.dtypes import MAX_DEPTH
+from jaxgbt.core.dtypes import MAX_DEPTH, MAX_TREES
 from jaxgbt.core.layout import GROW_POLICIES, n_splits
 from jaxgbt.data import categorical
 from jaxgbt.io.archive import (
@@ -45,7 +45,6 @@ from jaxgbt.version import __version__
 
 FORMAT = "jaxgbt.model"
 VERSION = 1
-MAX_TREES = 1_000_000
 MAX_FEATURES = 10_000_000
 MAX_OUTPUTS = 100_000
 # Leaf values a loadable model may hold (1 GiB of float32): a zip compresses a model of

@@ -111,6 +111,9 @@ def _cox_curvature(y, f, mask):
 @functools.cache  # one loss object per parameter: no recompiles
 def aft(distribution: str = "normal", sigma: float = 1.0) -> Objective:
     """Accelerated failure time model; y of shape (N, 2): (lower, upper) time bounds."""
+    if not 0 < sigma < float("inf"):
+        raise ValueError(f"aft_{distribution} sigma={sigma} must be a positive number (the "
+                         "scale of log time's noise).")
     loss = aft_loss_fn(distribution, sigma)
     return Objective(f"aft_{distribution}@{sigma:g}", loss, link=jnp.exp, init_score=_aft_init,
                      y_domain=("(lower, upper) time bounds with 0 < lower <= upper, lower finite "

@@ -1,0 +1,1 @@
+"""Explanations of a fitted model computed from its tree arrays: feature importance."""

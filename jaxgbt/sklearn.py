@@ -1,0 +1,450 @@
+"""scikit-learn estimators around ``jaxgbt.fit``: ``JaxGBTRegressor``,
+``JaxGBTClassifier`` and ``JaxGBTRanker``.
+
+Each estimator stores its constructor arguments as they are (``get_params``,
+``set_params``, ``clone``), checks X and y with scikit-learn's own validation (so the
+errors are the ones scikit-learn users know), and calls ``jaxgbt.fit`` with the same
+settings under the same names. DataFrames go to ``jaxgbt.fit`` as they are, so that
+their categorical columns and names are kept. The fitted ``jaxgbt.Booster`` is
+``booster_``; predictions come back as NumPy arrays. scikit-learn is an optional
+dependency of jaxgbt: this module needs it (``pip install 'jaxgbt[sklearn]'``).
+"""
+
+import jax
+import numpy as np
+
+try:
+    from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
+except ImportError as error:  # scikit-learn is optional for the rest of the package
+    raise ImportError("jaxgbt's scikit-learn estimators need scikit-learn; install it with "
+                      "pip install 'jaxgbt[sklearn]'.") from error
+from sklearn.preprocessing import LabelEncoder
+from sklearn.utils import Tags
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import (
+    assert_all_finite,
+    check_is_fitted,
+    column_or_1d,
+    validate_data,
+)
+
+from jaxgbt.evaluation import metrics
+from jaxgbt.fitting import fit
+from jaxgbt.objectives import Objective
+
+# The settings of ``jaxgbt.fit`` that are constructor parameters, with fit's defaults
+# (the loss apart: each estimator picks its own default when ``loss=None``). Settings
+# that depend on the data of one fit (weights, validation sets, categorical columns,
+# query ids, a model to continue) are arguments of ``fit`` instead, as in LightGBM.
+_FIT_SETTINGS = (
+    "n_trees", "depth", "grow_policy", "learning_rate", "n_bins", "l2", "l1",
+    "min_split_gain", "min_child_weight", "base_score", "seed", "boosting", "link",
+    "hessian", "hessian_floor", "subsample", "sampling", "goss_top_rate",
+    "goss_other_rate", "colsample_bytree", "colsample_bylevel", "colsample_bynode",
+    "monotone_constraints", "interaction_constraints", "one_hot_max_size", "verbose",
+    "devices")
+
+
+def _is_frame(X) -> bool:
+    """Whether X is a DataFrame (pandas, polars, ...), passed to ``jaxgbt.fit`` as is."""
+    return hasattr(X, "columns") and hasattr(X, "shape") and not isinstance(X, np.ndarray)
+
+
+def _to_numpy(values) -> np.ndarray:
+    """A device array from the Booster as a new, writable NumPy array."""
+    return np.array(values)
+
+
+class _JaxGBTModel(BaseEstimator):
+    """What the three estimators share: parameters, X validation, fit and the fitted
+    attributes. Subclasses set ``_default_loss`` and how labels are read."""
+
+    def __init__(self, *, loss=None, n_trees: int = 200, depth: int = 6,
+                 grow_policy: str = "oblivious", learning_rate=0.1, n_bins: int = 256,
+                 l2=1.0, l1=0.0, min_split_gain=0.0, min_child_weight=1.0, base_score=None,
+                 seed: int = 0, boosting: str = "plain", link=None, hessian=None,
+                 hessian_floor=0.0, subsample=1.0, sampling: str = "bernoulli",
+                 goss_top_rate=0.2, goss_other_rate=0.1, colsample_bytree=1.0,
+                 colsample_bylevel=1.0, colsample_bynode=1.0, monotone_constraints=None,
+                 interaction_constraints=None, one_hot_max_size: int = 4, verbose: int = 0,
+                 devices=None):
+        self.loss = loss
+        self.n_trees = n_trees
+        self.depth = depth
+        self.grow_policy = grow_policy
+        self.learning_rate = learning_rate
+        self.n_bins = n_bins
+        self.l2 = l2
+        self.l1 = l1
+        self.min_split_gain = min_split_gain
+        self.min_child_weight = min_child_weight
+        self.base_score = base_score
+        self.seed = seed
+        self.boosting = boosting
+        self.link = link
+        self.hessian = hessian
+        self.hessian_floor = hessian_floor
+        self.subsample = subsample
+        self.sampling = sampling
+        self.goss_top_rate = goss_top_rate
+        self.goss_other_rate = goss_other_rate
+        self.colsample_bytree = colsample_bytree
+        self.colsample_bylevel = colsample_bylevel
+        self.colsample_bynode = colsample_bynode
+        self.monotone_constraints = monotone_constraints
+        self.interaction_constraints = interaction_constraints
+        self.one_hot_max_size = one_hot_max_size
+        self.verbose = verbose
+        self.devices = devices
+
+    def __sklearn_tags__(self) -> Tags:
+        tags = super().__sklearn_tags__()
+        tags.input_tags.allow_nan = True  # NaN is a missing value, with its own bin
+        tags.input_tags.categorical = True  # a DataFrame's category columns
+        tags.target_tags.required = True
+        return tags
+
+    # -- X ------------------------------------------------------------------------------
+
+    def _validated_X(self, X, *, reset: bool, categorical_features=None):
+        """X checked as scikit-learn checks it: a DataFrame goes on as it is (jaxgbt
+        reads its columns, categorical ones included); anything else becomes a float
+        array of shape (N, F), NaN allowed and inf refused."""
+        if _is_frame(X):
+            return validate_data(self, X, reset=reset, skip_check_array=True)
+        # Labels of categorical columns in an object array are read by jaxgbt itself.
+        labels = categorical_features is not None
+        return validate_data(self, X, reset=reset, accept_sparse=False,
+                             dtype=None if labels else (np.float64, np.float32),
+                             ensure_all_finite=False if labels else "allow-nan",
+                             ensure_min_samples=2 if reset else 1)
+
+    # -- fit ----------------------------------------------------------------------------
+
+    def _fit(self, X, y, *, loss, fit_y, sample_weight, eval_set, eval_metric,
+             early_stopping_rounds, callbacks, categorical_features, init_model,
+             group=None, n_outputs=None, link=None):
+        """Fits the Booster on validated labels ``fit_y`` and sets the fitted attributes.
+
+        Args:
+          eval_set: entries as ``jaxgbt.fit`` takes them, labels already as ``fit_y``.
+          link: replaces the ``link`` parameter when given (a classifier's default).
+        """
+        _check_some_weight(sample_weight)
+        settings = {name: getattr(self, name) for name in _FIT_SETTINGS}
+        if link is not None:
+            settings["link"] = link
+        if isinstance(init_model, _JaxGBTModel):
+            init_model = init_model.booster_
+        booster = fit(loss, X, fit_y, sample_weight=sample_weight, group=group,
+                      n_outputs=n_outputs, eval_set=eval_set, eval_metric=eval_metric,
+                      early_stopping_rounds=early_stopping_rounds, callbacks=callbacks,
+                      categorical_features=categorical_features, init_model=init_model,
+                      **settings)
+        self.booster_ = booster
+        self.best_iteration_ = (None if booster.best_round is None
+                                else int(booster.best_round))
+        self.evals_result_ = _evals_result(booster.history, eval_set)
+        return self
+
+    @property
+    def feature_importances_(self) -> np.ndarray:
+        """f64[F]: each column's share of the summed split gain (zeros without splits)."""
+        check_is_fitted(self, "booster_")
+        gain = self.booster_.feature_importance("gain")
+        total = gain.sum()
+        return gain / total if total > 0 else np.zeros_like(gain)
+
+    def _raw(self, X) -> np.ndarray:
+        """Raw margins: f32[N], or f32[N, K] for vector-output models."""
+        check_is_fitted(self, "booster_")
+        X = self._validated_X(X, reset=False)
+        return _to_numpy(self.booster_.predict_raw(X))
+
+
+def _read_eval_set(eval_set, labels) -> list | None:
+    """The validation sets with their labels mapped by ``labels`` (a classifier's
+    class encoding; the identity elsewhere); entries as ``jaxgbt.fit`` takes them."""
+    if eval_set is None:
+        return None
+    if isinstance(eval_set, (tuple, dict)):
+        raise TypeError("eval_set must be a list of validation sets, e.g. "
+                        "eval_set=[(X_val, y_val)].")
+    out = []
+    for entry in eval_set:
+        if isinstance(entry, dict):
+            entry = {**entry, "y": labels(entry["y"])} if "y" in entry else entry
+        elif isinstance(entry, (tuple, list)) and len(entry) >= 2:
+            entry = (entry[0], labels(entry[1]), *entry[2:])
+        out.append(entry)
+    return out
+
+
+def _evals_result(history, eval_set) -> dict | None:
+    """{set name: {metric name: f64[T]}} from the Booster's ``{"set:metric": f32[T]}``."""
+    if history is None:
+        return None
+    names = [entry.get("name", f"valid_{i}") if isinstance(entry, dict) else f"valid_{i}"
+             for i, entry in enumerate(eval_set or [])]
+    result = {str(name): {} for name in names}
+    for key, values in history.items():
+        name = next(str(n) for n in names if key.startswith(f"{n}:"))
+        result[name][key[len(name) + 1:]] = np.asarray(values, np.float64)
+    return result
+
+
+class JaxGBTRegressor(RegressorMixin, _JaxGBTModel):
+    """Gradient-boosted trees for regression, fitted by ``jaxgbt.fit``.
+
+    Parameters are ``jaxgbt.fit``'s settings, with the same names and defaults; ``loss``
+    is any loss ``jaxgbt.fit`` takes (a built-in name such as ``"huber@1.0"``, an
+    ``Objective``, or a function ``loss(y_i, f_i)`` in ``jax.numpy``); None means
+    ``"squared_error"``. See docs/sklearn.md.
+
+    Attributes:
+      booster_: the fitted ``jaxgbt.Booster``.
+      n_features_in_, feature_names_in_: what scikit-learn records of X (the names for
+        a DataFrame whose column names are all strings).
+      feature_importances_: f64[F], normalized summed split gains.
+      best_iteration_: the round early stopping chose, or None.
+      evals_result_: ``{set: {metric: f64[T]}}`` of the validation sets, or None.
+    """
+
+    _default_loss = "squared_error"
+
+    def fit(self, X, y, *, sample_weight=None, eval_set=None, eval_metric=None,
+            early_stopping_rounds=None, callbacks=(), categorical_features=None,
+            init_model=None) -> "JaxGBTRegressor":
+        """Fits the model.
+
+        Args:
+          X: array-like of shape (N, F) or a DataFrame; NaN marks a missing value.
+          y: array-like of shape (N,), finite.
+          sample_weight: array-like of shape (N,), non-negative, or None.
+          eval_set: a list of ``(X, y)`` or ``(X, y, sample_weight)`` validation sets
+            (or dicts as ``jaxgbt.fit`` takes them), scored after every round.
+          eval_metric: a metric name or function, or a list of them (default: the
+            loss's usual metric).
+          early_stopping_rounds: stop when the first metric on the last validation set
+            has not improved for this many rounds; predictions then use the best round.
+          callbacks: functions called after every chunk of 16 rounds (``jaxgbt.fit``).
+          categorical_features: column indices or names of categorical columns
+            (default: a DataFrame's ``category`` columns).
+          init_model: a fitted estimator or ``Booster`` to continue.
+        """
+        X = self._validated_X(X, reset=True, categorical_features=categorical_features)
+        y = _finite_labels(y, np.float64)
+        return self._fit(X, y, loss=self._default_loss if self.loss is None else self.loss,
+                         fit_y=y, sample_weight=sample_weight,
+                         eval_set=_read_eval_set(eval_set, _identity),
+                         eval_metric=eval_metric, early_stopping_rounds=early_stopping_rounds,
+                         callbacks=callbacks, categorical_features=categorical_features,
+                         init_model=init_model)
+
+    def predict(self, X) -> np.ndarray:
+        """f32[N]: the predictions (the loss's inverse link applied to the margins)."""
+        check_is_fitted(self, "booster_")
+        X = self._validated_X(X, reset=False)
+        return _to_numpy(self.booster_.predict(X))
+
+
+class JaxGBTClassifier(ClassifierMixin, _JaxGBTModel):
+    """Gradient-boosted trees for classification, fitted by ``jaxgbt.fit``.
+
+    Labels may be of any type (strings, integers with gaps, booleans): ``classes_``
+    holds them sorted, and the model is trained on their indices 0..K-1. ``loss=None``
+    means ``"logistic"`` for two classes and ``"softmax"`` for more. A custom loss
+    function sees those indices; it then gets one margin per row (two classes) or K
+    (more), and ``link`` defaults to the sigmoid or the softmax to give probabilities.
+    Other parameters are ``jaxgbt.fit``'s settings; see ``JaxGBTRegressor`` for the
+    attributes, plus ``classes_`` and ``n_classes_``.
+    """
+
+    _default_loss = None  # by the number of classes, at fit
+
+    def fit(self, X, y, *, sample_weight=None, eval_set=None, eval_metric=None,
+            early_stopping_rounds=None, callbacks=(), categorical_features=None,
+            init_model=None) -> "JaxGBTClassifier":
+        """Fits the model; arguments as in ``JaxGBTRegressor.fit``, y holding class
+        labels of any type (those of ``eval_set`` must be among them)."""
+        X = self._validated_X(X, reset=True, categorical_features=categorical_features)
+        y = _finite_labels(y, None)
+        check_classification_targets(y)
+        encoder = LabelEncoder().fit(y)
+        self.classes_ = encoder.classes_
+        self.n_classes_ = len(self.classes_)
+        if self.n_classes_ < 2:
+            raise ValueError(f"{type(self).__name__} needs at least 2 classes in y; got 1 "
+                             f"class ({self.classes_[0]!r}).")
+        loss, n_outputs, link = self._classifier_loss()
+        return self._fit(X, y, loss=loss, n_outputs=n_outputs, link=link,
+                         fit_y=encoder.transform(y).astype(np.float32),
+                         sample_weight=sample_weight,
+                         eval_set=_read_eval_set(eval_set, lambda v: _encoded(encoder, v)),
+                         eval_metric=eval_metric, early_stopping_rounds=early_stopping_rounds,
+                         callbacks=callbacks, categorical_features=categorical_features,
+                         init_model=init_model)
+
+    def _classifier_loss(self):
+        """(loss, n_outputs, link) for ``jaxgbt.fit`` from ``loss`` and the class count."""
+        binary = self.n_classes_ == 2
+        if self.loss is None:
+            return ("logistic" if binary else "softmax"), None, None
+        if isinstance(self.loss, (str, Objective)):
+            return self.loss, None, None
+        # A loss function gives margins: one per row for two classes, else one per class;
+        # the default link makes them probabilities.
+        link = self.link if self.link is not None else (_sigmoid if binary else _softmax)
+        return self.loss, (None if binary else self.n_classes_), link
+
+    def decision_function(self, X) -> np.ndarray:
+        """Raw margins: f32[N] (two classes: the margin of ``classes_[1]``) or f32[N, K]."""
+        return self._raw(X)
+
+    def predict_proba(self, X) -> np.ndarray:
+        """f32[N, K]: class probabilities, columns in the order of ``classes_``."""
+        check_is_fitted(self, "booster_")
+        X = self._validated_X(X, reset=False)
+        proba = _to_numpy(self.booster_.predict(X))
+        if proba.ndim == 1:
+            proba = np.stack([1 - proba, proba], axis=1)
+        return proba
+
+    def predict_log_proba(self, X) -> np.ndarray:
+        """f32[N, K]: the log of ``predict_proba``."""
+        with np.errstate(divide="ignore"):
+            return np.log(self.predict_proba(X))
+
+    def predict(self, X) -> np.ndarray:
+        """Labels of shape (N,): the most probable class of each row, from ``classes_``."""
+        proba = self.predict_proba(X)  # first, so that an unfitted model says so
+        return self.classes_[np.argmax(proba, axis=1)]
+
+
+class JaxGBTRanker(_JaxGBTModel):
+    """Gradient-boosted trees for learning to rank, fitted by ``jaxgbt.fit``.
+
+    ``fit`` takes ``group``, one query id per row (each query's rows contiguous), as
+    ``jaxgbt.fit``; without it all rows form one query. ``loss=None`` means
+    ``"lambdarank_ndcg"``; any ranking loss of ``jaxgbt.fit`` works (a built-in name or
+    a function ``loss(y_q, f_q, mask_q)``). y holds relevance grades >= 0. ``predict``
+    gives scores (higher ranks first); ``score`` the mean NDCG over queries.
+    """
+
+    _default_loss = "lambdarank_ndcg"
+
+    def __sklearn_tags__(self) -> Tags:
+        tags = super().__sklearn_tags__()
+        tags.target_tags.positive_only = True  # relevance grades
+        return tags
+
+    def fit(self, X, y, *, group=None, sample_weight=None, eval_set=None, eval_group=None,
+            eval_metric=None, early_stopping_rounds=None, callbacks=(),
+            categorical_features=None, init_model=None) -> "JaxGBTRanker":
+        """Fits the model; arguments as in ``JaxGBTRegressor.fit``, plus:
+
+        Args:
+          y: array-like of shape (N,), relevance grades >= 0.
+          group: array-like of shape (N,), the query id of each row; rows of a query
+            contiguous. None: all rows are one query.
+          eval_group: one such array per entry of ``eval_set`` (or None for all).
+        """
+        X = self._validated_X(X, reset=True, categorical_features=categorical_features)
+        y = _relevance(y)
+        group = _group(group, y.shape[0])
+        return self._fit(X, y, loss=self._default_loss if self.loss is None else self.loss,
+                         fit_y=y, group=group, sample_weight=sample_weight,
+                         eval_set=_ranking_eval_set(eval_set, eval_group),
+                         eval_metric=eval_metric, early_stopping_rounds=early_stopping_rounds,
+                         callbacks=callbacks, categorical_features=categorical_features,
+                         init_model=init_model)
+
+    def predict(self, X) -> np.ndarray:
+        """f32[N]: ranking scores, higher first."""
+        return self._raw(X)
+
+    def score(self, X, y, group=None, sample_weight=None) -> float:
+        """The mean NDCG over the queries of ``group`` (all rows one query when None);
+        a query weighs the mean ``sample_weight`` of its rows."""
+        y = _relevance(y)
+        scores = self.predict(X)
+        ndcg = metrics.ndcg_at(None)
+        return float(ndcg(y, scores, sample_weight, group=_group(group, y.shape[0])))
+
+
+# -- labels -----------------------------------------------------------------------------
+
+
+def _sigmoid(margin):
+    return jax.nn.sigmoid(margin)
+
+
+def _softmax(margin):
+    return jax.nn.softmax(margin, axis=-1)
+
+
+def _identity(values):
+    return values
+
+
+def _finite_labels(y, dtype) -> np.ndarray:
+    """y as a 1-D array (a column vector warns and is flattened), without NaN or inf."""
+    if y is None:
+        raise ValueError("this estimator requires y to be passed, but the target y is None.")
+    y = column_or_1d(y, dtype=dtype, warn=True)
+    assert_all_finite(y, input_name="y")
+    return y
+
+
+def _check_some_weight(sample_weight) -> None:
+    """All-zero weights are refused in scikit-learn's words (jaxgbt checks the rest)."""
+    weight = None if sample_weight is None else np.asarray(sample_weight)
+    if weight is not None and weight.size and not np.any(weight != 0):
+        raise ValueError("sample_weight is zero for every row: no row would count in the "
+                         "fit. Give at least one row a positive weight.")
+
+
+def _encoded(encoder: LabelEncoder, labels) -> np.ndarray:
+    """Class indices f32[N] of a validation set's labels, which training must have seen."""
+    labels = column_or_1d(labels)
+    unknown = np.setdiff1d(labels, encoder.classes_)
+    if unknown.size:
+        raise ValueError(f"eval_set holds labels {unknown.tolist()[:5]} that y does not; "
+                         f"the classes are {encoder.classes_.tolist()}.")
+    return encoder.transform(labels).astype(np.float32)
+
+
+def _relevance(y) -> np.ndarray:
+    y = _finite_labels(y, np.float64)
+    if (y < 0).any():
+        raise ValueError(f"y holds {int((y < 0).sum())} negative relevance grades; ranking "
+                         "labels must be >= 0 (0 = not relevant).")
+    return y
+
+
+def _group(group, n_rows: int) -> np.ndarray:
+    """Query ids i64[N]; None puts every row in one query."""
+    if group is None:
+        return np.zeros(n_rows, np.int64)
+    return column_or_1d(group)
+
+
+def _ranking_eval_set(eval_set, eval_group) -> list | None:
+    """Validation sets as dicts with their query ids, for ``jaxgbt.fit``."""
+    eval_set = _read_eval_set(eval_set, _relevance)
+    if eval_set is None:
+        if eval_group is not None:
+            raise ValueError("eval_group was given without eval_set.")
+        return None
+    if eval_group is not None and len(eval_group) != len(eval_set):
+        raise ValueError(f"eval_group has {len(eval_group)} entries but eval_set has "
+                         f"{len(eval_set)}; give one array of query ids per set.")
+    out = []
+    for i, entry in enumerate(eval_set):
+        if not isinstance(entry, dict):
+            entry = dict(zip(("X", "y", "sample_weight"), entry, strict=False))
+        if "group" not in entry:
+            group = None if eval_group is None else eval_group[i]
+            entry = {**entry, "group": _group(group, len(entry["y"]))}
+        out.append({"name": f"valid_{i}", **entry})
+    return out
