@@ -4,7 +4,8 @@ output folder, time calls, print tables and write results.json.
 A script reads ``configs/<name>.toml`` with ``load_config(name, doc=__doc__)``; on the
 command line ``--config PATH`` picks another file, ``--quick`` applies the file's
 ``[quick]`` table (where it has one) and ``--set key=value`` replaces any one value, so
-that a small run needs no edited copy of the file::
+that a small run needs no edited copy of the file (the reading and the overrides are
+``jaxgbt.config_files``, shared with the ``jaxgbt`` command line)::
 
     python experiments/bench_train.py --set rows=[2000] --set n_trees=5 --set anchors=[]
 """
@@ -13,13 +14,14 @@ import argparse
 import json
 import math
 import time
-import tomllib
 from collections.abc import Callable, Mapping, Sequence
 from numbers import Number
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from jaxgbt.config_files import ConfigError, apply_overrides, read_config
 
 ROOT = Path(__file__).resolve().parents[1]  # config and output paths are relative to it
 SHARED_DATA = ROOT.parent / "shared" / "data"  # real datasets, next to the repository
@@ -60,7 +62,10 @@ def load_config(default_name: str, argv: Sequence[str] | None = None, *, doc: st
         parser.add_argument(f"--{key.replace('_', '-')}", dest=key, default=argparse.SUPPRESS,
                             **kwargs)
     args = parser.parse_args(argv)
-    cfg = tomllib.loads(args.config.read_text())
+    try:
+        cfg = read_config(args.config)
+    except ConfigError as error:
+        parser.error(str(error))
     quick = cfg.pop("quick", None)
     if args.quick:
         if quick is None:
@@ -69,30 +74,10 @@ def load_config(default_name: str, argv: Sequence[str] | None = None, *, doc: st
     for key in overrides or {}:
         if key in args:
             cfg[key] = getattr(args, key)
-    for assignment in args.set:
-        _set(cfg, assignment, parser, args.config)
-    return cfg
-
-
-def _set(cfg: dict, assignment: str, parser: argparse.ArgumentParser, path: Path) -> None:
-    """Applies one ``--set key=value``; a key the config lacks is an error, so that a
-    misspelt key cannot leave the full-size value in place unnoticed."""
-    key, equals, text = assignment.partition("=")
-    if not equals:
-        parser.error(f"--set {assignment}: write KEY=VALUE, for example --set n_trees=10")
-    *tables, name = key.strip().split(".")
-    table = cfg
-    for part in tables:
-        table = table.get(part)
-        if not isinstance(table, dict):
-            parser.error(f"--set {assignment}: {path} has no table {part!r}")
-    if name not in table:
-        parser.error(f"--set {assignment}: {path} has no key {key.strip()!r}; it has "
-                     + ", ".join(sorted(table)))
-    try:
-        table[name] = tomllib.loads(f"value = {text}")["value"]
-    except tomllib.TOMLDecodeError:
-        table[name] = text
+    try:  # a key the config lacks is an error: a misspelt key would change nothing
+        return apply_overrides(cfg, args.set, source=str(args.config))
+    except ConfigError as error:
+        parser.error(str(error))
 
 
 def output_dir(cfg: dict) -> Path:

@@ -4,11 +4,14 @@ Run: .venv/bin/python experiments/quickstart.py [--config configs/quickstart.tom
 Fits jaxgbt and each importable anchor (CatBoost, LightGBM, XGBoost, scikit-learn HGB) with the
 same trees, depth, learning rate and L2; prints test AUC, log loss and fit seconds; saves,
 reloads and checks the jaxgbt model; plots test log loss per round. Public jaxgbt API only.
+The anchors get as many threads as jaxgbt uses (XLA's CPU thread pool takes every core the
+process may run on), and a note says when the machine's load makes the timings unreliable.
 """
 
 import contextlib
 import importlib.util
 import logging
+import os
 from pathlib import Path
 
 import numpy as np
@@ -26,6 +29,35 @@ COLUMNS = [("library", "library", ""), ("test AUC", "auc", ".4f"), ("logloss", "
 def scores(library: str, y, p, fit_s: float, note: str = "") -> dict:
     p = np.asarray(p)  # P(y = 1)
     return dict(library=library, auc=auc(y, p), logloss=logloss(y, p), fit_s=fit_s, note=note)
+
+
+def cores() -> int:
+    """The cores this process may run on: XLA's CPU client sizes its thread pool to them
+    (jaxgbt fits on the one CPU device XLA exposes by default, using that whole pool)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # macOS, Windows
+        return os.cpu_count() or 1
+
+
+def load_average() -> float | None:
+    """The 1-minute load average, or None where the system has none (Windows)."""
+    try:
+        return os.getloadavg()[0]
+    except (AttributeError, OSError):
+        return None
+
+
+def load_note(loads: list, n_cores: int) -> str | None:
+    """A warning when the load average, read before and after the fits, exceeded the
+    cores: other processes then shared them, and the fit seconds measure the contention
+    as much as the libraries."""
+    seen = [load for load in loads if load is not None]
+    if not seen or max(seen) <= n_cores:
+        return None
+    return (f"note: load average up to {max(seen):.1f} on {n_cores} cores during this run: "
+            "other processes were using the CPUs, so the fit seconds above are unreliable; "
+            "rerun on an idle machine to compare speed")
 
 
 def fit_jaxgbt(cfg, X, y):
@@ -107,6 +139,11 @@ def plot_curves(curves: dict, path: Path) -> None:
 
 def main(cfg: dict) -> list[dict]:
     out = output_dir(cfg)
+    n_cores = cores()
+    cfg = dict(cfg, threads=cfg["threads"] or n_cores)  # 0: as many as jaxgbt uses
+    log.info("jaxgbt: XLA's CPU thread pool on %d cores; anchors: %d threads", n_cores,
+             cfg["threads"])
+    loads = [load_average()]
     X_train, y_train, X_test, y_test = load_lightgbm_binary()
 
     model, seconds = timed(fit_jaxgbt, cfg, X_train, y_train)
@@ -122,8 +159,13 @@ def main(cfg: dict) -> list[dict]:
         rows.append(scores(name, y_test, fitted.predict_proba(X_test)[:, 1], seconds))
         curves[name] = [logloss(y_test, q) for q in staged(fitted, X_test)]
 
+    loads.append(load_average())
     log.info(format_table(rows, COLUMNS))
-    write_json(out / "results.json", dict(config=cfg, results=rows))
+    note = load_note(loads, n_cores)
+    if note:
+        log.warning(note)
+    write_json(out / "results.json", dict(config=cfg, results=rows, cores=n_cores,
+                                          load_average=loads, note=note))
     plot_curves(curves, out / "learning_curve.png")
     return rows
 

@@ -127,8 +127,9 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
         improved for this many rounds; ``predict`` then uses the best round.
       callbacks: functions called after every chunk of rounds with an
         ``evaluation.EvalState``; one returning True stops training.
-      verbose: 0 silent; 1 logs the scores after every chunk (logger "jaxgbt") and shows
-        a progress bar (tqdm, when installed and stderr is a terminal).
+      verbose: 0 prints nothing; 1 shows progress on stderr with the latest validation
+        scores: a progress bar on a terminal (its last line stays after training), plain
+        lines at about every tenth of the trees elsewhere (``jaxgbt.evaluation.progress``).
       init_model: a Booster to continue: training starts from its predictions on X and
         its trees come first in the result (same depth and outputs; the round count,
         learning-rate schedule and sampling continue from its last round).

@@ -11,6 +11,9 @@ import jax  # noqa: E402
 jax.config.update("jax_num_cpu_devices", 2)
 jax.config.update("jax_numpy_rank_promotion", "raise")
 
+import os  # noqa: E402
+from pathlib import Path  # noqa: E402
+
 import chex  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
@@ -62,3 +65,25 @@ def wavy_data():
     y = (X[:, 0] + 0.8 * np.sin(4 * X[:, 0]) - X[:, 1] + 0.8 * np.sin(4 * X[:, 1])
          + X[:, 2] * X[:, 3] + 0.1 * rng.normal(size=600)).astype(np.float32)
     return X, y
+
+
+# Real datasets that are not bundled in jaxgbt/_data (GPL and LGPL R datasets: the package
+# is Apache-2.0) are read from a folder beside the repository, or from JAXGBT_SHARED_DATA.
+# Where one is missing its tests skip, saying what to fetch; JAXGBT_REQUIRE_SHARED_DATA=1
+# makes them fail instead, for a machine that is meant to have the data.
+SHARED_DATA = Path(os.environ.get("JAXGBT_SHARED_DATA")
+                   or Path(__file__).resolve().parents[2] / "shared" / "data")
+
+
+def shared_data(*parts: str) -> Path:
+    """The path of a file under SHARED_DATA; skips the test (or fails it, with
+    JAXGBT_REQUIRE_SHARED_DATA=1) when the file is absent, saying how to get it."""
+    path = SHARED_DATA.joinpath(*parts)
+    if path.exists():
+        return path
+    message = (f"{path} is absent: {'/'.join(parts)} is not bundled (docs/anchors.md, "
+               "'Data for the tests', says where it comes from); put it there or set "
+               "JAXGBT_SHARED_DATA to the folder that holds it.")
+    if os.environ.get("JAXGBT_REQUIRE_SHARED_DATA"):
+        pytest.fail(message)
+    pytest.skip(message)

@@ -12,7 +12,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "jaxgbt"
 # folder, or itself for a top-level module) and from lower layers, never from a higher
 # layer or from another package of its own layer.
 LAYERS = (
-    ("jaxgbt.version", "jaxgbt.datasets", "jaxgbt.objectives"),
+    ("jaxgbt.version", "jaxgbt.datasets", "jaxgbt.config_files", "jaxgbt.objectives"),
     ("jaxgbt.core",),
     ("jaxgbt.data", "jaxgbt.evaluation"),
     ("jaxgbt.engine",),
@@ -23,6 +23,8 @@ LAYERS = (
     ("jaxgbt.sweeps", "jaxgbt.differentiable"),
     ("jaxgbt.model_selection", "jaxgbt.forest", "jaxgbt.sklearn"),
     ("jaxgbt",),
+    ("jaxgbt.cli",),
+    ("jaxgbt.__main__",),
 )
 # Longer functions say why in their docstring, with this phrase.
 LONG_FUNCTION_LINES = 80

@@ -5,7 +5,6 @@ saved encoder and its loader checks, and (slow) adult against CatBoost."""
 import io
 import json
 import zipfile
-from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -17,12 +16,12 @@ from hypothesis import strategies as st
 
 import jaxgbt
 from jaxgbt.data import categorical
+from jaxgbt.datasets import load_adult
 from jaxgbt.evaluation.metrics import logloss
 from jaxgbt.io import ModelFormatError
 
 pd = pytest.importorskip("pandas")
 
-SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 COLORS = ["red", "green", "blue", "cyan", "pink", "gray", "teal", "gold"]
 
 
@@ -443,10 +442,7 @@ def test_adult_matches_catboost_within_one_percent():
     library's logloss by about 0.001). Measured: jaxgbt 0.8712 / 0.2763, CatBoost
     0.8745 / 0.2745 (+0.66% logloss; see docs/training.md)."""
     catboost = pytest.importorskip("catboost")
-    if not (SHARED_DATA / "adult" / "adult_train.csv").exists():
-        pytest.skip(f"{SHARED_DATA / 'adult'} is absent (the shared data sits beside the repo)")
-    train = pd.read_csv(SHARED_DATA / "adult" / "adult_train.csv")
-    test = pd.read_csv(SHARED_DATA / "adult" / "adult_test.csv")
+    train, test = load_adult()  # bundled: ../shared/data/adult's bytes
     y_train = (train.pop("income") == ">50K").to_numpy(np.float32)
     y_test = (test.pop("income") == ">50K").to_numpy(np.float64)
 

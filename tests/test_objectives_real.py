@@ -21,31 +21,23 @@ why a 500-row or 50-query test set cannot resolve 1%, are in docs/anchors.md
 (``experiments/objectives_anchors.py`` prints them).
 """
 
-from pathlib import Path
-
 import numpy as np
 import pytest
+from conftest import shared_data
 
 import jaxgbt
-from jaxgbt import metrics
+from jaxgbt import datasets, metrics
 
 pytestmark = pytest.mark.slow
 
-SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 N_TREES, DEPTH, LEARNING_RATE, L2, THREADS, SEED = 100, 6, 0.1, 1.0, 2, 0
 RELATIVE_MARGIN = 0.01  # the 1% target
 CONCORDANCE_MARGIN = 0.01
 COVERAGE_MARGIN = 0.02
 
 
-# Data ----------------------------------------------------------------------------------
-
-
-def _path(*parts: str) -> Path:
-    path = SHARED_DATA.joinpath(*parts)
-    if not path.exists():
-        pytest.skip(f"{path} not found: the real-data folder ../shared/data is absent")
-    return path
+# Data: LightGBM's examples are bundled; the R datasets (GPL, LGPL) are read from
+# ../shared/data (conftest.shared_data says where to get them when they are absent).
 
 
 def _split(n_rows: int, test_fraction: float = 0.2):
@@ -56,40 +48,19 @@ def _split(n_rows: int, test_fraction: float = 0.2):
 
 
 def _table(*parts: str) -> np.ndarray:
-    return np.genfromtxt(_path(*parts), delimiter=",", names=True, dtype=None, encoding="utf-8")
-
-
-def _libsvm(path: Path, n_features: int = 300):
-    """A dense f32[N, F] matrix and labels from a LibSVM file (``label idx:value ...``,
-    indices from 1, absent = 0)."""
-    lines = path.read_text().splitlines()
-    X = np.zeros((len(lines), n_features), np.float32)
-    y = np.empty(len(lines))
-    for row, line in enumerate(lines):
-        label, *pairs = line.split()
-        y[row] = float(label)
-        for pair in pairs:
-            index, value = pair.split(":")
-            X[row, int(index) - 1] = float(value)
-    return X, y
+    return np.genfromtxt(shared_data(*parts), delimiter=",", names=True, dtype=None,
+                         encoding="utf-8")
 
 
 @pytest.fixture(scope="module")
 def multiclass():
-    tables = [np.loadtxt(_path("lightgbm", name), delimiter="\t")
-              for name in ("multiclass.train", "multiclass.test")]
-    return tuple(part for t in tables for part in (t[:, 1:].astype(np.float32), t[:, 0]))
+    return datasets.load_lightgbm_multiclass()  # bundled: ../shared/data/lightgbm's bytes
 
 
 @pytest.fixture(scope="module")
 def rank():
-    """(X, y, query sizes, per-row query ids) for train and test."""
-    out = []
-    for name in ("rank.train", "rank.test"):
-        X, y = _libsvm(_path("lightgbm", name))
-        sizes = np.loadtxt(_path("lightgbm", name + ".query"), dtype=np.int64)
-        out.append((X, y, sizes, np.repeat(np.arange(sizes.size), sizes)))
-    return out
+    """(X, y, query sizes, per-row query ids) for train and test (bundled)."""
+    return [(X, y, np.bincount(group), group) for X, y, group in datasets.load_lightgbm_rank()]
 
 
 @pytest.fixture(scope="module")

@@ -11,17 +11,16 @@ measured; the measured numbers and the command that prints them are in docs/anch
 """
 
 import importlib.util
-from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import shared_data
 
 import jaxgbt
 from jaxgbt.datasets import load_lightgbm_binary
 
 pytestmark = pytest.mark.slow
 
-SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 N_TREES, DEPTH, LEARNING_RATE, L2 = 100, 6, 0.1, 1.0
 RELATIVE_MARGIN = 0.005
 # Bounds used when CatBoost is not installed, just past jaxgbt's measured scores
@@ -49,21 +48,12 @@ def _rmse(y, prediction) -> float:
     return float(np.sqrt(np.mean((np.asarray(prediction, np.float64) - y) ** 2)))
 
 
-def _lightgbm_binary():
-    """(X_train, y_train, X_test, y_test): ../shared/data's copy, else the bundled one."""
-    folder = SHARED_DATA / "lightgbm"
-    if not (folder / "binary.train").exists():
-        return load_lightgbm_binary()
-    tables = [np.loadtxt(folder / name, delimiter="\t") for name in ("binary.train", "binary.test")]
-    return tuple(part for t in tables for part in (t[:, 1:].astype(np.float32), t[:, 0]))
 
 
 def _cps1988(seed: int = 0, test_fraction: float = 0.2):
     """CPS1988: y = log(wage); education, experience and four categoricals as integer
     codes (levels in sorted order); a random 80/20 split fixed by ``seed``."""
-    path = SHARED_DATA / "rdatasets" / "CPS1988.csv"
-    if not path.exists():
-        pytest.skip(f"{path} not found: the real-data folder ../shared/data is absent")
+    path = shared_data("rdatasets", "CPS1988.csv")
     table = np.genfromtxt(path, delimiter=",", names=True, dtype=None, encoding="utf-8")
     codes = [np.unique(table[name], return_inverse=True)[1]
              for name in ("ethnicity", "smsa", "region", "parttime")]
@@ -89,7 +79,7 @@ def _fit(loss, X, y):
 
 
 def test_lightgbm_binary_auc_not_below_catboost():
-    X_train, y_train, X_test, y_test = _lightgbm_binary()
+    X_train, y_train, X_test, y_test = load_lightgbm_binary()  # ../shared/data's bytes
     auc = _auc(y_test, np.asarray(_fit("logistic", X_train, y_train).predict_raw(X_test)))
     if not HAS_CATBOOST:
         assert auc >= AUC_FLOOR, f"jaxgbt test AUC {auc:.4f} < floor {AUC_FLOOR}"

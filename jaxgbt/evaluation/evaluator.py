@@ -8,7 +8,6 @@ early stopping costs a device round-trip per chunk, not per tree.
 """
 
 import functools
-import logging
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
@@ -19,8 +18,7 @@ import numpy as np
 from jaxgbt.core.layout import layout
 from jaxgbt.core.tree import BinnedTree
 from jaxgbt.evaluation import metrics as metrics_module
-
-log = logging.getLogger("jaxgbt")
+from jaxgbt.evaluation.progress import progress_display
 
 
 class EvalSet(NamedTuple):
@@ -150,24 +148,12 @@ def best_round(values: np.ndarray, higher_is_better: bool) -> int:
     return int(np.argmax(finite) if higher_is_better else np.argmin(finite))
 
 
-def _progress_bar(n_trees: int):
-    """A tqdm bar on stderr when tqdm is installed and stderr is a terminal, else None."""
-    import sys
-
-    if not sys.stderr.isatty():
-        return None
-    try:
-        from tqdm.auto import tqdm
-    except ImportError:
-        return None
-    return tqdm(total=n_trees, unit="tree", desc="jaxgbt", leave=False)
-
-
 class Evaluator:
     """Keeps every validation set's margins and history across chunks of rounds.
 
     ``after_chunk(progress)`` is the ``on_chunk`` hook of ``boosting.train``: it scores
-    the new rounds, logs, calls the user's callbacks and returns True to stop.
+    the new rounds, shows progress (``verbose``), calls the user's callbacks and returns
+    True to stop.
     """
 
     def __init__(self, eval_sets: Sequence[EvalSet], metrics: tuple, base_score: jax.Array,
@@ -186,18 +172,18 @@ class Evaluator:
         self.scores: list[list[jax.Array]] = [[] for _ in self.eval_sets]
         self.early_stopping_rounds = early_stopping_rounds
         self.callbacks = list(callbacks)
-        self.verbose = verbose
         self.traced = traced
         self.rounds_evaluated = 0
         self.watched = (f"{self.eval_sets[-1].name}:{metric_name(metrics[0])}"
                         if self.eval_sets else None)
         self.best: int | None = None
-        self.progress_bar = _progress_bar(n_trees) if verbose and not traced else None
+        self.n_trees = n_trees
+        self.display = None if traced else progress_display(verbose, n_trees)
 
     @property
     def active(self) -> bool:
         """Whether there is anything to do between chunks (else training never waits)."""
-        return bool(self.eval_sets or self.callbacks or self.progress_bar is not None)
+        return bool(self.eval_sets or self.callbacks or self.display is not None)
 
     def after_chunk(self, progress) -> bool:
         new = jax.tree.map(lambda a: a[self.rounds_evaluated:], progress.trees)
@@ -210,25 +196,16 @@ class Evaluator:
             return False
         state = self.state()
         self.best = state.best_round
-        if self.progress_bar is not None:
-            self.progress_bar.update(state.rounds_done - self.progress_bar.n)
-            if state.watched is not None:
-                self.progress_bar.set_postfix_str(
-                    f"{state.watched}={state.history[state.watched][-1]:.5g}")
-        if self.verbose and state.watched is not None:
-            log.info("round %d: %s", state.rounds_done, ", ".join(
-                f"{key}={values[-1]:.6g}" for key, values in state.history.items()))
         stop = False
         if self.early_stopping_rounds is not None and state.best_round is not None:
             stop = state.rounds_done - 1 - state.best_round >= self.early_stopping_rounds
-            if stop and self.verbose:
-                log.info("early stopping at round %d: best %s=%.6g at round %d",
-                         state.rounds_done, state.watched,
-                         state.history[state.watched][state.best_round], state.best_round)
         for callback in self.callbacks:
             stop = bool(callback(state)) or stop
-        if self.progress_bar is not None and (stop or state.rounds_done >= self.progress_bar.total):
-            self.progress_bar.close()
+        if self.display is not None:
+            if stop or state.rounds_done >= self.n_trees:
+                self.display.close(state, stopped=stop)
+            else:
+                self.display.update(state)
         return stop
 
     def history(self) -> dict[str, jax.Array] | None:
