@@ -135,6 +135,24 @@ def read_array(archive: zipfile.ZipFile, name: str, dtype: str, shape: tuple, pa
     return array
 
 
+def check_regular_file(path, what: str = "jaxgbt model",
+                       written_by: str = "a zip archive written by save",
+                       action: str = "load") -> None:
+    """``path`` names an existing regular file: a TypeError for a path that is not one
+    (None, a number), FileNotFoundError for a missing file, and a ModelFormatError for
+    anything else that cannot be read or is not a regular file (a directory, a pipe, a
+    device such as /dev/zero: reading one would block or never end). ``written_by`` says
+    what a ``what`` file is, and ``action`` the function called, for the messages."""
+    check_path(path, action)
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        raise
+    except OSError as error:
+        fail(path, f"it cannot be read ({error})", what)
+    if not stat.S_ISREG(mode):
+        fail(path, f"it is not a regular file (a directory, pipe or device); a {what} is "
+                   f"{written_by}", what)
 
 
 def open_archive(path, what: str = "jaxgbt model") -> zipfile.ZipFile:
@@ -143,16 +161,7 @@ def open_archive(path, what: str = "jaxgbt model") -> zipfile.ZipFile:
     regular file (a directory, a pipe, a device such as /dev/zero, which would block or
     never end) a ModelFormatError."""
     if not (hasattr(path, "read") and hasattr(path, "seek")):
-        check_path(path, "load")
-        try:
-            mode = os.stat(path).st_mode
-        except FileNotFoundError:
-            raise
-        except OSError as error:
-            fail(path, f"it cannot be read ({error})", what)
-        if not stat.S_ISREG(mode):
-            fail(path, "it is not a regular file (a directory, pipe or device); a "
-                       f"{what} is a zip archive written by save", what)
+        check_regular_file(path, what, "a zip archive written by save")
     try:
         return zipfile.ZipFile(path)
     except (zipfile.BadZipFile, OSError, ValueError) as error:
