@@ -50,6 +50,11 @@ class Booster:
       encoder: maps raw X (N, F) to the columns the trees split on when the model has
         categorical features (``jaxgbt.data.categorical``), else None; ``feature`` then
         indexes its output, of width ``n_split_features``.
+      cover: f32[T, L], each leaf's cover: the Hessian sum (sample-weighted, summed over
+        the K outputs) of the training rows that reached it when its tree was grown
+        (XGBoost's cover). An internal node's cover is the sum over its leaves. Read by
+        TreeSHAP and ``feature_importance("cover")``, never by ``predict``; None for
+        models loaded from files written before covers were stored.
     """
 
     feature: jax.Array
@@ -67,6 +72,7 @@ class Booster:
     best_round: jax.Array | None = None
     history: dict[str, jax.Array] | None = None
     encoder: Encoder | None = None
+    cover: jax.Array | None = None
 
     @property
     def n_trees(self) -> int:
@@ -154,8 +160,9 @@ class Booster:
                for name in ("feature", "threshold", "default_left", "split_gain")}
         history = (None if self.history is None
                    else {name: values[..., :n_trees] for name, values in self.history.items()})
+        cover = None if self.cover is None else self.cover[..., :n_trees, :]
         return dataclasses.replace(self, leaf_value=self.leaf_value[..., :n_trees, :, :],
-                                   best_round=None, history=history, **cut)
+                                   best_round=None, history=history, cover=cover, **cut)
 
     def staged_predict_raw(self, X) -> jax.Array:
         """f32[T, N] (or f32[T, N, K]): margins after each round, for learning curves."""
@@ -185,7 +192,9 @@ class Booster:
         Args:
           kind: "gain", the summed training gain of the splits on each column (as
             LightGBM's ``importance_type="gain"``; XGBoost's ``"total_gain"``); "split",
-            how many splits test it (an oblivious level counts once).
+            how many splits test it (an oblivious level counts once); "cover", the summed
+            cover of the nodes split on it (the training Hessian reaching them, as
+            XGBoost's ``"total_cover"``; an oblivious level covers its whole tree).
           n_trees: the first n_trees trees (default: as ``predict``, up to
             ``best_round`` when early stopping chose one).
 
@@ -199,7 +208,12 @@ class Booster:
                                  "or index a member first (model[i]).")
             n_trees = int(self.best_round) + 1
         model = self if n_trees is None else self.first_trees(n_trees)
-        weight = None if kind == "split" else np.asarray(model.split_gain)
+        if kind == "cover":
+            weight = importance.split_cover(
+                importance.require_cover(model.cover, 'feature_importance("cover")'),
+                self.layout, self.depth)
+        else:
+            weight = None if kind == "split" else np.asarray(model.split_gain)
         return importance.split_importance(model.feature, model.split_gain, weight,
                                            self._raw_columns(), self.n_features)
 
@@ -328,9 +342,10 @@ def _leaf_index(model: Booster, X: jax.Array) -> jax.Array:
 
 
 def _for_prediction(model: Booster) -> Booster:
-    """The model without its training record and names, which prediction does not read
-    (so that models differing only in them share one compiled program)."""
-    return dataclasses.replace(model, best_round=None, history=None, feature_names=None)
+    """The model without its training record, names and covers, which prediction does
+    not read (so that models differing only in them share one compiled program)."""
+    return dataclasses.replace(model, best_round=None, history=None, feature_names=None,
+                               cover=None)
 
 
 # Compiled once per model shape and X shape: eagerly, each prediction would dispatch the
