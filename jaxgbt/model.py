@@ -16,7 +16,7 @@ from jaxgbt.core.layout import Layout, Oblivious, layout
 from jaxgbt.data.categorical import Encoder
 from jaxgbt.data.transfer import to_device
 from jaxgbt.data.validation import check_predict_X, is_traced, select_columns
-from jaxgbt.explain import importance
+from jaxgbt.explain import importance, shap
 from jaxgbt.io import model_format
 from jaxgbt.objectives import Objective
 
@@ -217,6 +217,65 @@ class Booster:
         return importance.split_importance(model.feature, model.split_gain, weight,
                                            self._raw_columns(), self.n_features)
 
+    def shap_values(self, X, n_trees: int | None = None) -> jax.Array:
+        """f32[N, F] (f32[N, F, K] for vector outputs): exact TreeSHAP values of rows X.
+
+        Each row's values and ``expected_value`` add up to its margin:
+        ``shap_values(X).sum(axis=1) + expected_value == predict_raw(X)`` up to float32
+        rounding. They are the path-dependent Shapley values of XGBoost's
+        ``pred_contribs`` and ``shap.TreeExplainer``: a column outside a coalition is
+        averaged out along the trees, each split weighing its subtrees by their training
+        cover (``Booster.cover``); missing values take the learned default branch. A
+        categorical column gets the value of all its encoded columns
+        (``jaxgbt.explain.shap`` has the math).
+
+        Args:
+          X: rows as for ``predict_raw`` (arrays, DataFrames, categorical labels).
+          n_trees: the first n_trees trees (default: as ``predict``, up to
+            ``best_round`` when early stopping chose one).
+        """
+        return self._shap(X, n_trees, interactions=False)
+
+    def shap_interaction_values(self, X, n_trees: int | None = None) -> jax.Array:
+        """f32[N, F, F] (f32[N, F, F, K] for vector outputs): SHAP interaction values.
+
+        Symmetric in the two column axes; entry (i, j), i != j, is half the Shapley
+        interaction index of columns i and j (shap's and XGBoost's
+        ``pred_interactions`` convention), and the diagonal holds the rest of each
+        column's SHAP value, so ``shap_interaction_values(X).sum(axis=2) ==
+        shap_values(X)``. Arguments as ``shap_values``.
+        """
+        return self._shap(X, n_trees, interactions=True)
+
+    @property
+    def expected_value(self) -> jax.Array:
+        """f32[] (f32[K] for vector outputs): the margin TreeSHAP starts from, the base
+        score plus every tree's cover-weighted mean leaf value (the trees ``predict``
+        uses)."""
+        model = self._explained(None, "expected_value")
+        paths = shap.tree_paths(model.feature, model.cover, model.leaf_value,
+                                jnp.asarray(self._raw_columns(), jnp.int32), model.layout,
+                                model.depth)
+        value = shap.expected_value(paths, model.base_score)
+        return value if self.vector_output else value[0]
+
+    def _explained(self, n_trees: int | None, what: str) -> "Booster":
+        """The model whose trees an explanation reads (as ``predict``), checked."""
+        if self.feature.ndim > 2:
+            raise TypeError(f"{what} explains one model; this Booster stacks "
+                            f"{self.feature.shape[0]}: index a member first (model[i]).")
+        importance.require_cover(self.cover, what)
+        if n_trees is None and self.best_round is not None:
+            n_trees = int(self.best_round) + 1
+        return self if n_trees is None else self.first_trees(n_trees)
+
+    def _shap(self, X, n_trees: int | None, interactions: bool) -> jax.Array:
+        what = "shap_interaction_values" if interactions else "shap_values"
+        model = self._explained(n_trees, what)
+        X = self._check_X(X)
+        values = _compiled_shap(_for_explaining(model), X, self._raw_columns(), interactions)
+        return values if self.vector_output else values[..., 0]
+
     def _raw_columns(self) -> tuple[int, ...]:
         """For each split column, the column of X it is made from."""
         if self.encoder is None:
@@ -346,6 +405,25 @@ def _for_prediction(model: Booster) -> Booster:
     not read (so that models differing only in them share one compiled program)."""
     return dataclasses.replace(model, best_round=None, history=None, feature_names=None,
                                cover=None)
+
+
+def _for_explaining(model: Booster) -> Booster:
+    """The model without the fields explanations do not read (its covers kept)."""
+    return dataclasses.replace(model, best_round=None, history=None, feature_names=None)
+
+
+@functools.partial(jax.jit, static_argnames=("raw_columns", "interactions"))
+def _compiled_shap(model: Booster, X: jax.Array, raw_columns: tuple[int, ...],
+                   interactions: bool) -> jax.Array:
+    """f32[N, F, K] (or [N, F, F, K]): TreeSHAP (interaction) values of rows X f32[N, F_split].
+
+    Oblivious trees gather from a table of their L answer patterns, by the rows' leaves
+    (``_leaf_index``); depthwise trees answer each path's splits row by row."""
+    paths = shap.tree_paths(model.feature, model.cover, model.leaf_value,
+                            jnp.asarray(raw_columns, jnp.int32), model.layout, model.depth)
+    leaves = _leaf_index(model, X) if isinstance(model.layout, Oblivious) else None
+    return shap.tree_shap(paths, X, leaves, (model.feature, model.threshold, model.default_left),
+                          model.layout, model.depth, model.n_features, interactions)
 
 
 # Compiled once per model shape and X shape: eagerly, each prediction would dispatch the
