@@ -16,7 +16,7 @@ from jaxgbt.core.layout import Layout, Oblivious, layout
 from jaxgbt.data.categorical import Encoder
 from jaxgbt.data.transfer import to_device
 from jaxgbt.data.validation import check_predict_X, is_traced, select_columns
-from jaxgbt.explain import importance, shap
+from jaxgbt.explain import importance, interop, shap
 from jaxgbt.io import model_format
 from jaxgbt.objectives import Objective
 
@@ -246,6 +246,29 @@ class Booster:
         shap_values(X)``. Arguments as ``shap_values``.
         """
         return self._shap(X, n_trees, interactions=True)
+
+    def explain(self, X, n_trees: int | None = None):
+        """A ``shap.Explanation`` of rows X (needs the ``shap`` package): the SHAP values,
+        ``expected_value`` as the base values, X as the data (categorical columns as
+        codes) and the column names, so that ``shap.plots.beeswarm``, ``waterfall``,
+        ``bar`` and ``scatter`` draw them. Arguments as ``shap_values``."""
+        try:
+            import shap as _  # noqa: F401 - fail before any work when shap is missing
+        except ImportError:
+            raise ImportError(interop.MSG_NO_SHAP.format(what="Booster.explain")) from None
+        values = self.shap_values(X, n_trees)
+        if self.feature_names is not None:
+            X = select_columns(X, self.feature_names)
+        data = (self.encoder.to_codes(X) if self.encoder is not None
+                else np.asarray(X.to_numpy() if hasattr(X, "to_numpy") else X, np.float32))
+        model = self if n_trees is None else self.first_trees(n_trees)
+        return interop.explanation(np.asarray(values), np.asarray(model.expected_value), data,
+                                   self.column_names)
+
+    @property
+    def column_names(self) -> tuple[str, ...]:
+        """The F column names: ``feature_names``, or ``x0, x1, ...`` when there are none."""
+        return self.feature_names or tuple(f"x{j}" for j in range(self.n_features))
 
     @property
     def expected_value(self) -> jax.Array:
