@@ -111,23 +111,28 @@ def test_values_add_up_to_the_margins_and_interactions_to_the_values(fitted):
     np.testing.assert_allclose(inter, np.swapaxes(inter, 1, 2), atol=1e-6)
 
 
-def test_oblivious_table_equals_the_per_row_walk(fitted):
-    """The gather from the answer-pattern table and the per-row path walk agree."""
+def test_pattern_tables_equal_the_per_row_games(fitted):
+    """The gathers from answer-pattern tables (per tree for oblivious trees, per leaf for
+    any) equal each row's leaf games played one by one."""
     _, model, X = fitted
-    if model.grow_policy != "oblivious":
-        pytest.skip("the table is for oblivious trees")
     from jaxgbt.explain import shap
 
-    X_split = model._check_X(X[:40])
+    rows = X[:40]
+    X_split = model._check_X(rows)
     paths = shap.tree_paths(model.feature, model.cover, model.leaf_value,
                             jnp.asarray(model._raw_columns()), model.layout, model.depth)
+    splits = (model.feature, model.threshold, model.default_left)
     for interactions in (False, True):
-        walked = shap.tree_shap(paths, X_split, None, (model.feature, model.threshold,
-                                                       model.default_left),
-                                model.layout, model.depth, model.n_features, interactions)
-        table = shap.tree_shap(paths, X_split, model.leaf_index(X[:40]), None, model.layout,
-                               model.depth, model.n_features, interactions)
-        np.testing.assert_allclose(np.asarray(table), np.asarray(walked), atol=1e-6)
+        played = shap.row_values(paths, *splits, X_split, model.layout, model.depth,
+                                 model.n_features, interactions)
+        table = shap.leaf_pattern_table(paths, model.depth, interactions)
+        gathered = shap.row_values(paths, *splits, X_split, model.layout, model.depth,
+                                   model.n_features, interactions, table)
+        np.testing.assert_allclose(np.asarray(gathered), np.asarray(played), atol=1e-6)
+        if model.grow_policy == "oblivious":
+            by_leaf = shap.tree_shap(paths, X_split, model.leaf_index(rows), None,
+                                     model.layout, model.depth, model.n_features, interactions)
+            np.testing.assert_allclose(np.asarray(by_leaf), np.asarray(played), atol=1e-6)
 
 
 def test_categorical_columns_are_one_player():

@@ -32,12 +32,17 @@ factor (one_i = 1: a synthetic division by ``zero_i + t``, whose every step mult
 by a number in [0, 1]; one_i = 0: ``(one_i - zero_i) / zero_i = -1``, no division), so a
 leaf costs O(P**2) for the values and O(P**3) for the interactions.
 
-Two drivers. In an oblivious tree a row's ones depend on the row only through the leaf
-it reaches (the leaf id's bits are its answers at the D levels), so ``pattern_table``
-computes, once per model, the values for the L answer patterns, and a row's values are a
-gather of its leaves' rows of the table (``values_from_table``): the cost per row does
-not depend on the leaves' games. Depthwise trees need the row's answer at every node on
-each path (``row_values``), O(L D**2) per row and tree, in blocks of rows.
+Tables of answer patterns make the games a cost per model, not per row. In an oblivious
+tree a row's ones depend on the row only through the leaf it reaches (the leaf id's bits
+are its answers at the D levels), so ``pattern_table`` computes, once per model, the
+values for the L answer patterns, and a row's values are a gather of its leaves' rows of
+the table (``values_from_table``). In any tree, a leaf's game depends on the row only
+through its D answers along that leaf's path: ``leaf_pattern_table`` holds each leaf's
+terms for the 2**D patterns, and ``row_values`` gathers, per row and tree, each leaf's
+entry by the pattern the row makes on its path (L D lookups instead of L games). When
+that table would be too large (deep trees), ``row_values`` plays each row's leaf games,
+O(L D**2) per row and tree (O(L D**3) for interactions). Rows go in blocks throughout, so
+memory does not grow with N beyond the output.
 
 Nodes with no cover (below a split that sent every row one way) give 0/0 shares, taken
 as 0; the same rule makes ``expected_value`` the cover-weighted mean of the leaf values.
@@ -58,6 +63,9 @@ _BLOCK_ELEMENTS = 1 << 22
 # Up to this many columns, slot values are summed into columns by a one-hot product
 # (R x S x F multiply-adds, vectorized); above it by a segment sum (R x S adds).
 _DENSE_SEGMENTS = 64
+# Largest per-leaf pattern table (elements, T x 2**D x L x D (x D) x K) for trees that
+# are not oblivious; beyond it each row plays its leaves' games.
+_TABLE_ELEMENTS = 1 << 25
 
 
 class TreePaths(NamedTuple):
@@ -243,6 +251,39 @@ def _slot_values(paths_tree: TreePaths, one: jax.Array, interactions: bool) -> j
     return jnp.einsum("rld,lk->rldk", shapley_weights(zero, one), paths_tree.value)
 
 
+def _leaf_bits(depth: int) -> np.ndarray:
+    """i32[L, D]: bit d of each number below 2**D, the first bit (d = 0) the highest."""
+    return (np.arange(2**depth)[:, None] >> (depth - 1 - np.arange(depth))[None, :]) & 1
+
+
+def _tables(paths: TreePaths, goes: np.ndarray, depth: int, interactions: bool,
+            sum_leaves: bool) -> jax.Array:
+    """f32[T, R, (L,) D(, D), K]: every tree's leaf terms for R answer patterns.
+
+    Args:
+      goes: bool[R, L, D], whether pattern r takes leaf l's branch at slot d.
+      sum_leaves: sum the terms over the leaves (oblivious trees) or keep them.
+    """
+    n_patterns, n_leaves = goes.shape[:2]
+    per_pattern = n_leaves * depth ** (3 if interactions else 2) * 2
+    block = _blocks(n_patterns, per_pattern)
+    n_blocks = -(-n_patterns // block)
+    pattern_blocks = jnp.asarray(np.minimum(np.arange(n_blocks * block), n_patterns - 1)
+                                 .reshape(n_blocks, block))
+    goes = jnp.asarray(goes)
+
+    def one_tree(paths_tree: TreePaths) -> jax.Array:
+        def one_block(patterns):
+            one = merged_ones(paths_tree.same, paths_tree.first, goes[patterns])
+            terms = _slot_values(paths_tree, one, interactions)
+            return jnp.sum(terms, axis=1) if sum_leaves else terms
+
+        table = jax.lax.map(one_block, pattern_blocks)
+        return table.reshape((n_blocks * block,) + table.shape[2:])[:n_patterns]
+
+    return jax.lax.map(one_tree, paths)
+
+
 def pattern_table(paths: TreePaths, depth: int, interactions: bool = False) -> jax.Array:
     """Oblivious trees: f32[T, L, D, K] (interactions: f32[T, L, D, D, K]), the values per
     level slot (and slot pair) of a row reaching leaf r, for each of the L leaves r.
@@ -251,25 +292,21 @@ def pattern_table(paths: TreePaths, depth: int, interactions: bool = False) -> j
     takes leaf l's branch at level d when bit d of r and of l agree. The slots' columns
     are then the same for every leaf (``paths.column[:, 0]``).
     """
+    bits = _leaf_bits(depth)
+    return _tables(paths, bits[:, None, :] == bits[None, :, :], depth, interactions,
+                   sum_leaves=True)
+
+
+def leaf_pattern_table(paths: TreePaths, depth: int, interactions: bool = False
+                       ) -> jax.Array:
+    """Any trees: f32[T, P, L, D, K] (interactions: [T, P, L, D, D, K]), each leaf's terms
+    for each of the P = 2**D patterns of answers along its path (bit d of p: the row
+    takes the path's branch at slot d). A row's terms are then a gather by the pattern
+    it makes on each path, instead of a game per row and leaf."""
     n_leaves = 2**depth
-    leaf = np.arange(n_leaves)
-    bits = (leaf[:, None] >> (depth - 1 - np.arange(depth))[None, :]) & 1  # [L, D]
-    goes = jnp.asarray(bits[:, None, :] == bits[None, :, :])  # [R, L, D]
-    per_pattern = n_leaves * depth ** (3 if interactions else 2) * 2
-    block = _blocks(n_leaves, per_pattern)
-    n_blocks = -(-n_leaves // block)
-    pattern_blocks = jnp.asarray(np.minimum(np.arange(n_blocks * block), n_leaves - 1)
-                                 .reshape(n_blocks, block))
-
-    def one_tree(paths_tree: TreePaths) -> jax.Array:
-        def one_block(patterns):
-            one = merged_ones(paths_tree.same, paths_tree.first, goes[patterns])
-            return jnp.sum(_slot_values(paths_tree, one, interactions), axis=1)
-
-        table = jax.lax.map(one_block, pattern_blocks)
-        return table.reshape((n_blocks * block,) + table.shape[2:])[:n_leaves]
-
-    return jax.lax.map(one_tree, paths)
+    bits = _leaf_bits(depth) == 1  # [P, D]
+    goes = np.broadcast_to(bits[:, None, :], (n_leaves, n_leaves, depth))
+    return _tables(paths, goes, depth, interactions, sum_leaves=False)
 
 
 def _into_columns(values: jax.Array, segments: jax.Array, n_segments: int) -> jax.Array:
@@ -333,9 +370,37 @@ def values_from_table(table: jax.Array, level_columns: jax.Array, leaves: jax.Ar
     return _by_row_blocks(block_values, (leaves,), block)
 
 
+def _by_nodes(slots: jax.Array, column: jax.Array, depth: int, n_columns: int,
+              interactions: bool) -> tuple[jax.Array, jax.Array]:
+    """Leaf terms summed over the leaves that share the slot's node (or, for a slot pair,
+    the deeper of the two nodes), before they are summed into columns: 2**D - 1 node
+    slots instead of L * D (the leaves below a node test the same column there).
+
+    Args:
+      slots: f32[R, L, D, K] (or [R, L, D, D, K]), one tree's leaf terms per path slot.
+      column: i32[L, D], the column each slot tests.
+    Returns:
+      (f32[R, S, K], i32[S]): the sums and their columns (or column pairs, as
+      ``_segments`` numbers them).
+    """
+    n_rows, n_leaves, n_outputs = slots.shape[0], slots.shape[1], slots.shape[-1]
+    sums, segments = [], []
+    pairs = ([(d, e) for d in range(depth) for e in range(depth)] if interactions
+             else [(d, d) for d in range(depth)])
+    for d, e in pairs:
+        nodes = 2 ** max(d, e)  # the groups of leaves below one node of the deeper slot
+        terms = slots[:, :, d, e] if interactions else slots[:, :, d]
+        sums.append(terms.reshape(n_rows, nodes, n_leaves // nodes, n_outputs).sum(2))
+        first_leaf = column[::n_leaves // nodes]
+        segments.append(first_leaf[:, d] * n_columns + first_leaf[:, e] if interactions
+                        else first_leaf[:, d])
+    return jnp.concatenate(sums, axis=1), jnp.concatenate(segments)
+
+
 def row_values(paths: TreePaths, feature: jax.Array, threshold: jax.Array,
                default_left: jax.Array, X: jax.Array, layout: Layout, depth: int,
-               n_columns: int, interactions: bool = False) -> jax.Array:
+               n_columns: int, interactions: bool = False,
+               table: jax.Array | None = None) -> jax.Array:
     """f32[N, F, K] (or [N, F, F, K]): the values of rows X f32[N, F_split], from their
     answer at every split on each leaf's path (any layout; depthwise trees need it).
 
@@ -345,31 +410,49 @@ def row_values(paths: TreePaths, feature: jax.Array, threshold: jax.Array,
         ``x > threshold``, a missing value where ``default_left`` says.
       layout, depth: the trees' layout and D (static).
       n_columns: F, the columns of the values.
+      table: ``leaf_pattern_table(paths, depth, interactions)`` to gather each leaf's
+        terms from, or None to play each row's leaf games.
     """
     entry, side = path_slots(layout, depth)
     n_leaves, n_outputs = 2**depth, paths.value.shape[-1]
     n_segments = n_columns ** (2 if interactions else 1)
-    per_row = n_leaves * depth ** (3 if interactions else 2) * 2 + n_segments * n_outputs
+    per_row = (n_leaves * depth ** (2 if interactions else 1) * (2 if table is not None
+                                                                else 2 * depth)
+               + n_segments * n_outputs)
     block = _blocks(X.shape[0], per_row)
+    place = jnp.asarray(2 ** np.arange(depth - 1, -1, -1), jnp.int32)  # slot 0: high bit
 
     def block_values(x):
         def one_tree(total, tree):
-            paths_tree, tree_feature, tree_threshold, tree_default_left = tree
+            paths_tree, tree_feature, tree_threshold, tree_default_left, tree_table = tree
             values = x[:, tree_feature]  # [R, M]
             right = jnp.where(jnp.isnan(values), ~tree_default_left[None],
                               values > tree_threshold[None])
             goes = right[:, entry] == (side == 1)[None]  # [R, L, D]
-            one = merged_ones(paths_tree.same, paths_tree.first, goes)
-            slots = _slot_values(paths_tree, one, interactions)
-            flat = slots.reshape(slots.shape[0], -1, n_outputs)
-            segments = _segments(paths_tree.column, n_columns, interactions)
+            if tree_table is None:
+                one = merged_ones(paths_tree.same, paths_tree.first, goes)
+                slots = _slot_values(paths_tree, one, interactions)
+            else:
+                pattern = jnp.sum(goes.astype(jnp.int32) * place[None, None], axis=-1)
+                slots = tree_table[pattern, jnp.arange(n_leaves)[None, :]]  # [R, L, D.., K]
+            flat, segments = _by_nodes(slots, paths_tree.column, depth, n_columns,
+                                       interactions)
             return total + _into_columns(flat, segments, n_segments), None
 
         start = jnp.zeros((x.shape[0], n_segments, n_outputs), jnp.float32)
-        total, _ = jax.lax.scan(one_tree, start, (paths, feature, threshold, default_left))
+        total, _ = jax.lax.scan(one_tree, start,
+                                (paths, feature, threshold, default_left, table))
         return _shaped(total, n_columns, interactions)
 
     return _by_row_blocks(block_values, (X,), block)
+
+
+def _leaf_table_fits(n_trees: int, depth: int, n_outputs: int, n_rows: int,
+                     interactions: bool) -> bool:
+    """Whether ``leaf_pattern_table`` pays (more rows than answer patterns) and fits in
+    _TABLE_ELEMENTS."""
+    size = n_trees * 4**depth * depth ** (2 if interactions else 1) * n_outputs
+    return n_rows > 2**depth and size <= _TABLE_ELEMENTS
 
 
 def tree_shap(paths: TreePaths, X: jax.Array, leaves: jax.Array | None, split_arrays: tuple,
@@ -389,4 +472,7 @@ def tree_shap(paths: TreePaths, X: jax.Array, leaves: jax.Array | None, split_ar
     if leaves is not None:
         table = pattern_table(paths, depth, interactions)
         return values_from_table(table, paths.column[:, 0], leaves, n_columns, interactions)
-    return row_values(paths, *split_arrays, X, layout, depth, n_columns, interactions)
+    n_trees, n_outputs = paths.value.shape[0], paths.value.shape[-1]
+    table = (leaf_pattern_table(paths, depth, interactions)
+             if _leaf_table_fits(n_trees, depth, n_outputs, X.shape[0], interactions) else None)
+    return row_values(paths, *split_arrays, X, layout, depth, n_columns, interactions, table)
