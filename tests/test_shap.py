@@ -106,6 +106,8 @@ def test_values_add_up_to_the_margins_and_interactions_to_the_values(fitted):
     margins = np.asarray(model.predict_raw(X), np.float64)
     base = np.asarray(model.expected_value, np.float64)
     np.testing.assert_allclose(phi.sum(axis=1) + base, margins, atol=1e-5)
+    jitted = jax.jit(lambda rows: model.shap_values(rows))(jnp.asarray(X))  # traced rows
+    np.testing.assert_allclose(np.asarray(jitted), phi, atol=1e-6)
     inter = np.asarray(model.shap_interaction_values(X[:50]), np.float64)
     np.testing.assert_allclose(inter.sum(axis=2), phi[:50], atol=1e-5)
     np.testing.assert_allclose(inter, np.swapaxes(inter, 1, 2), atol=1e-6)
@@ -239,3 +241,16 @@ def test_matches_xgboost_pred_contribs_and_pred_interactions():
     interactions = booster.predict(dtest, pred_interactions=True)  # [N, F + 1, F + 1]
     np.testing.assert_allclose(np.asarray(model.shap_interaction_values(rows)),
                                interactions[:, :-1, :-1], rtol=1e-5, atol=1e-5 * scale)
+
+
+@pytest.mark.slow
+def test_forest_values_add_up_and_match_the_brute_force():
+    X, y = _data(6)
+    forest = jaxgbt.fit_forest(X, y, n_trees=4, depth=3, n_bins=16).model
+    rows = X[:EXPLAINED_ROWS]
+    expected, _ = _brute_force(forest, rows)
+    np.testing.assert_allclose(np.asarray(forest.shap_values(rows)), expected[..., 0],
+                               atol=1e-5, rtol=1e-5)
+    phi = np.asarray(forest.shap_values(X), np.float64)
+    np.testing.assert_allclose(phi.sum(1) + float(forest.expected_value),
+                               np.asarray(forest.predict_raw(X)), atol=1e-5)
