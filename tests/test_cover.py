@@ -54,6 +54,7 @@ def test_vector_output_cover_sums_the_outputs_hessians():
     np.testing.assert_allclose(np.asarray(model.cover), expected, rtol=1e-5)
 
 
+@pytest.mark.slow
 def test_cover_follows_first_trees_members_forests_and_warm_starts(weighted):
     X, y, weight, model = weighted
     np.testing.assert_array_equal(model.first_trees(3).cover, np.asarray(model.cover)[:3])
