@@ -217,7 +217,7 @@ class Booster:
         return importance.split_importance(model.feature, model.split_gain, weight,
                                            self._raw_columns(), self.n_features)
 
-    def shap_values(self, X, n_trees: int | None = None) -> jax.Array:
+    def shap_values(self, X, n_trees: int | None = None, background=None) -> jax.Array:
         """f32[N, F] (f32[N, F, K] for vector outputs): exact TreeSHAP values of rows X.
 
         Each row's values and ``expected_value`` add up to its margin:
@@ -233,10 +233,16 @@ class Booster:
           X: rows as for ``predict_raw`` (arrays, DataFrames, categorical labels).
           n_trees: the first n_trees trees (default: as ``predict``, up to
             ``best_round`` when early stopping chose one).
+          background: rows (as X) for interventional SHAP instead: the Shapley values of
+            ``v(S) = mean over background rows b of f(x_S, b_rest)`` (shap's
+            ``feature_perturbation="interventional"``), which need no covers; they add
+            up to ``predict_raw(X) - predict_raw(background).mean(0)``. Oblivious trees
+            only; the cost does not grow with the background's size beyond its leaf ids.
         """
-        return self._shap(X, n_trees, interactions=False)
+        return self._shap(X, n_trees, interactions=False, background=background)
 
-    def shap_interaction_values(self, X, n_trees: int | None = None) -> jax.Array:
+    def shap_interaction_values(self, X, n_trees: int | None = None, background=None
+                                ) -> jax.Array:
         """f32[N, F, F] (f32[N, F, F, K] for vector outputs): SHAP interaction values.
 
         Symmetric in the two column axes; entry (i, j), i != j, is half the Shapley
@@ -245,7 +251,7 @@ class Booster:
         column's SHAP value, so ``shap_interaction_values(X).sum(axis=2) ==
         shap_values(X)``. Arguments as ``shap_values``.
         """
-        return self._shap(X, n_trees, interactions=True)
+        return self._shap(X, n_trees, interactions=True, background=background)
 
     def explain(self, X, n_trees: int | None = None):
         """A ``shap.Explanation`` of rows X (needs the ``shap`` package): the SHAP values,
@@ -282,21 +288,36 @@ class Booster:
         value = shap.expected_value(paths, model.base_score)
         return value if self.vector_output else value[0]
 
-    def _explained(self, n_trees: int | None, what: str) -> "Booster":
+    def _explained(self, n_trees: int | None, what: str, needs_cover: bool = True
+                   ) -> "Booster":
         """The model whose trees an explanation reads (as ``predict``), checked."""
         if self.feature.ndim > 2:
             raise TypeError(f"{what} explains one model; this Booster stacks "
                             f"{self.feature.shape[0]}: index a member first (model[i]).")
-        importance.require_cover(self.cover, what)
+        if needs_cover:
+            importance.require_cover(self.cover, what)
         if n_trees is None and self.best_round is not None:
             n_trees = int(self.best_round) + 1
         return self if n_trees is None else self.first_trees(n_trees)
 
-    def _shap(self, X, n_trees: int | None, interactions: bool) -> jax.Array:
+    def _shap(self, X, n_trees: int | None, interactions: bool, background=None
+              ) -> jax.Array:
         what = "shap_interaction_values" if interactions else "shap_values"
-        model = self._explained(n_trees, what)
+        model = self._explained(n_trees, what, needs_cover=background is None)
         X = self._check_X(X)
-        values = _compiled_shap(_for_explaining(model), X, self._raw_columns(), interactions)
+        if background is None:
+            values = _compiled_shap(_for_explaining(model), X, self._raw_columns(),
+                                    interactions)
+        else:
+            if not isinstance(model.layout, Oblivious):
+                raise ValueError(f"{what}(X, background=...) is for oblivious trees; this "
+                                 f"model's are {model.grow_policy}. Leave background out for "
+                                 "the path-dependent values, which need no background.")
+            background = self._check_X(background)
+            if background.shape[0] == 0:
+                raise ValueError("background must hold at least one row.")
+            values = _compiled_interventional(_for_explaining(model), X, background,
+                                              self._raw_columns(), interactions)
         return values if self.vector_output else values[..., 0]
 
     def _raw_columns(self) -> tuple[int, ...]:
@@ -447,6 +468,24 @@ def _compiled_shap(model: Booster, X: jax.Array, raw_columns: tuple[int, ...],
     leaves = _leaf_index(model, X) if isinstance(model.layout, Oblivious) else None
     return shap.tree_shap(paths, X, leaves, (model.feature, model.threshold, model.default_left),
                           model.layout, model.depth, model.n_features, interactions)
+
+
+@functools.partial(jax.jit, static_argnames=("raw_columns", "interactions"))
+def _compiled_interventional(model: Booster, X: jax.Array, background: jax.Array,
+                             raw_columns: tuple[int, ...], interactions: bool) -> jax.Array:
+    """f32[N, F, K] (or [N, F, F, K]): interventional SHAP (interaction) values of rows X
+    against background rows f32[B, F_split], for oblivious trees: the background enters
+    as the share of its rows at each leaf."""
+    n_leaves = 2**model.depth
+    cover = jnp.ones((model.n_trees, n_leaves), jnp.float32)  # the games read no cover
+    paths = shap.tree_paths(model.feature, cover, model.leaf_value,
+                            jnp.asarray(raw_columns, jnp.int32), model.layout, model.depth)
+    leaves = _leaf_index(model, background)  # [B, T]
+    counts = jnp.zeros((model.n_trees, n_leaves), jnp.float32).at[
+        jnp.arange(model.n_trees)[None, :], leaves].add(1.0)
+    share = counts / background.shape[0]  # [T, L]
+    return shap.tree_shap(paths, X, _leaf_index(model, X), None, model.layout, model.depth,
+                          model.n_features, interactions, background_share=share)
 
 
 # Compiled once per model shape and X shape: eagerly, each prediction would dispatch the

@@ -254,3 +254,36 @@ def test_forest_values_add_up_and_match_the_brute_force():
     phi = np.asarray(forest.shap_values(X), np.float64)
     np.testing.assert_allclose(phi.sum(1) + float(forest.expected_value),
                                np.asarray(forest.predict_raw(X)), atol=1e-5)
+
+
+def _interventional_brute_force(model, X, background, interactions=False):
+    """f64[N, F(, F)]: Shapley (interaction) values of v(S) = mean_b f(x_S, b_rest), with
+    f from ``predict_raw`` on every hybrid row."""
+    n_columns = X.shape[1]
+    in_coalition = ((np.arange(2**n_columns)[:, None] >> np.arange(n_columns)) & 1) > 0
+    out = []
+    for x in X:
+        hybrid = np.where(in_coalition[:, None, :], x[None, None, :], background[None])
+        margins = np.asarray(model.predict_raw(hybrid.reshape(-1, n_columns)), np.float64)
+        game = margins.reshape(2**n_columns, len(background)).mean(axis=1)[:, None]
+        values = (reference.shapley_interaction_values(game, n_columns) if interactions
+                  else reference.shapley_values(game, n_columns))
+        out.append(values[..., 0])
+    return np.stack(out)
+
+
+def test_interventional_values_equal_the_brute_force(fitted):
+    name, model, X = fitted
+    if name != "oblivious":
+        pytest.skip("interventional SHAP is for oblivious trees (one model is enough)")
+    background, rows = X[100:107], X[:6]
+    expected = _interventional_brute_force(model, rows, background)
+    np.testing.assert_allclose(np.asarray(model.shap_values(rows, background=background)),
+                               expected, atol=1e-5)
+    inter = _interventional_brute_force(model, rows[:3], background, interactions=True)
+    np.testing.assert_allclose(
+        np.asarray(model.shap_interaction_values(rows[:3], background=background)), inter,
+        atol=1e-5)
+    phi = np.asarray(model.shap_values(X, background=X[:50]), np.float64)
+    base = np.asarray(model.predict_raw(X[:50]), np.float64).mean()
+    np.testing.assert_allclose(phi.sum(1) + base, np.asarray(model.predict_raw(X)), atol=1e-5)

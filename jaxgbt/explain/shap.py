@@ -297,6 +297,52 @@ def pattern_table(paths: TreePaths, depth: int, interactions: bool = False) -> j
                    sum_leaves=True)
 
 
+def interventional_table(paths: TreePaths, depth: int, background_share: jax.Array,
+                         interactions: bool = False) -> jax.Array:
+    """Oblivious trees, interventional SHAP against a background set: f32[T, L, D, K] (or
+    [T, L, D, D, K]) as ``pattern_table``, for the game ``v(S) = mean_b f(x_S, b_rest)``.
+
+    With one background row b, a leaf's game is the product game whose zero factors are
+    b's own answers along the path (1 where b takes the path's branch): b reaches leaf r'
+    of the tree, so a row at leaf r and a background row at leaf r' make a game that
+    depends on (r, r') alone. The background enters only through the share of its rows
+    at each leaf, and the table averages the L x L games with those shares.
+
+    Args:
+      paths: the trees' games (their ``zero`` is not read).
+      background_share: f32[T, L], the fraction of the background rows reaching each
+        leaf of each tree.
+    """
+    n_leaves = 2**depth
+    bits = _leaf_bits(depth)
+    goes = jnp.asarray(bits[:, None, :] == bits[None, :, :])  # [R, L, D]
+    per_pattern = n_leaves * n_leaves * depth ** (3 if interactions else 2) * 2
+    block = _blocks(n_leaves, per_pattern)
+    n_blocks = -(-n_leaves // block)
+    pattern_blocks = jnp.asarray(np.minimum(np.arange(n_blocks * block), n_leaves - 1)
+                                 .reshape(n_blocks, block))
+
+    def one_tree(tree) -> jax.Array:
+        paths_tree, share = tree
+        background_ones = merged_ones(paths_tree.same, paths_tree.first, goes)  # [R', L, D]
+
+        def one_block(patterns):
+            one = merged_ones(paths_tree.same, paths_tree.first, goes[patterns])  # [R, L, D]
+            shape = (one.shape[0], n_leaves) + one.shape[1:]  # [R, R', L, D]
+            one = jnp.broadcast_to(one[:, None], shape)
+            zero = jnp.broadcast_to(background_ones[None], shape)
+            if interactions:
+                return jnp.einsum("rblde,b,lk->rdek", interaction_weights(zero, one), share,
+                                  paths_tree.value)
+            return jnp.einsum("rbld,b,lk->rdk", shapley_weights(zero, one), share,
+                              paths_tree.value)
+
+        table = jax.lax.map(one_block, pattern_blocks)
+        return table.reshape((n_blocks * block,) + table.shape[2:])[:n_leaves]
+
+    return jax.lax.map(one_tree, (paths, background_share))
+
+
 def leaf_pattern_table(paths: TreePaths, depth: int, interactions: bool = False
                        ) -> jax.Array:
     """Any trees: f32[T, P, L, D, K] (interactions: [T, P, L, D, D, K]), each leaf's terms
@@ -456,8 +502,8 @@ def _leaf_table_fits(n_trees: int, depth: int, n_outputs: int, n_rows: int,
 
 
 def tree_shap(paths: TreePaths, X: jax.Array, leaves: jax.Array | None, split_arrays: tuple,
-              layout: Layout, depth: int, n_columns: int, interactions: bool = False
-              ) -> jax.Array:
+              layout: Layout, depth: int, n_columns: int, interactions: bool = False,
+              background_share: jax.Array | None = None) -> jax.Array:
     """f32[N, F, K] SHAP values (or f32[N, F, F, K] interaction values) of rows X.
 
     Args:
@@ -468,7 +514,13 @@ def tree_shap(paths: TreePaths, X: jax.Array, leaves: jax.Array | None, split_ar
       split_arrays: (feature, threshold, default_left), each [T, M].
       layout, depth: the trees' layout and D (static).
       n_columns: F, the columns the values are for.
+      background_share: f32[T, L], the share of a background set's rows at each leaf,
+        for interventional SHAP (oblivious trees, ``leaves`` given); None for the
+        path-dependent values.
     """
+    if background_share is not None:
+        table = interventional_table(paths, depth, background_share, interactions)
+        return values_from_table(table, paths.column[:, 0], leaves, n_columns, interactions)
     if leaves is not None:
         table = pattern_table(paths, depth, interactions)
         return values_from_table(table, paths.column[:, 0], leaves, n_columns, interactions)
