@@ -237,7 +237,9 @@ class Booster:
             ``v(S) = mean over background rows b of f(x_S, b_rest)`` (shap's
             ``feature_perturbation="interventional"``), which need no covers; they add
             up to ``predict_raw(X) - predict_raw(background).mean(0)``. Oblivious trees
-            only; the cost does not grow with the background's size beyond its leaf ids.
+            and depthwise trees of moderate size (8**D leaf games per tree; an error says
+            when there would be too many); the cost grows with the background's size only
+            through its leaf ids (answer patterns).
         """
         return self._shap(X, n_trees, interactions=False, background=background)
 
@@ -309,10 +311,12 @@ class Booster:
             values = _compiled_shap(_for_explaining(model), X, self._raw_columns(),
                                     interactions)
         else:
-            if not isinstance(model.layout, Oblivious):
-                raise ValueError(f"{what}(X, background=...) is for oblivious trees; this "
-                                 f"model's are {model.grow_policy}. Leave background out for "
-                                 "the path-dependent values, which need no background.")
+            if not isinstance(model.layout, Oblivious) and not shap.interventional_fits(
+                    model.n_trees, model.depth, interactions):
+                raise ValueError(f"{what}(X, background=...) on depthwise trees of depth "
+                                 f"{model.depth} would play {8**model.depth:,} leaf games per "
+                                 "tree; it is limited to shallower trees. Leave background "
+                                 "out for the path-dependent values.")
             background = self._check_X(background)
             if background.shape[0] == 0:
                 raise ValueError("background must hold at least one row.")
@@ -480,12 +484,21 @@ def _compiled_interventional(model: Booster, X: jax.Array, background: jax.Array
     cover = jnp.ones((model.n_trees, n_leaves), jnp.float32)  # the games read no cover
     paths = shap.tree_paths(model.feature, cover, model.leaf_value,
                             jnp.asarray(raw_columns, jnp.int32), model.layout, model.depth)
-    leaves = _leaf_index(model, background)  # [B, T]
-    counts = jnp.zeros((model.n_trees, n_leaves), jnp.float32).at[
-        jnp.arange(model.n_trees)[None, :], leaves].add(1.0)
-    share = counts / background.shape[0]  # [T, L]
-    return shap.tree_shap(paths, X, _leaf_index(model, X), None, model.layout, model.depth,
-                          model.n_features, interactions, background_share=share)
+    trees = jnp.arange(model.n_trees)
+    splits = (model.feature, model.threshold, model.default_left)
+    if isinstance(model.layout, Oblivious):
+        leaves = _leaf_index(model, background)  # [B, T]
+        counts = jnp.zeros((model.n_trees, n_leaves), jnp.float32).at[
+            trees[None, :], leaves].add(1.0)
+        rows_leaves = _leaf_index(model, X)
+    else:  # per leaf, the background's answer patterns along its path
+        patterns = shap.path_patterns(*splits, background, model.layout, model.depth)
+        counts = jnp.zeros((model.n_trees, n_leaves, n_leaves), jnp.float32).at[
+            trees[None, :, None], jnp.arange(n_leaves)[None, None, :], patterns].add(1.0)
+        rows_leaves = None
+    return shap.tree_shap(paths, X, rows_leaves, splits, model.layout, model.depth,
+                          model.n_features, interactions,
+                          background_share=counts / background.shape[0])
 
 
 # Compiled once per model shape and X shape: eagerly, each prediction would dispatch the

@@ -66,6 +66,9 @@ _DENSE_SEGMENTS = 64
 # Largest per-leaf pattern table (elements, T x 2**D x L x D (x D) x K) for trees that
 # are not oblivious; beyond it each row plays its leaves' games.
 _TABLE_ELEMENTS = 1 << 25
+# Interventional values of such trees play P x P games per leaf (8**D per tree); at most
+# this many slot terms in all (200 trees of depth 6 with interactions: 1.1e10).
+_INTERVENTIONAL_WORK = 1 << 34
 
 
 class TreePaths(NamedTuple):
@@ -343,6 +346,65 @@ def interventional_table(paths: TreePaths, depth: int, background_share: jax.Arr
     return jax.lax.map(one_tree, (paths, background_share))
 
 
+def interventional_leaf_table(paths: TreePaths, depth: int, pattern_share: jax.Array,
+                              interactions: bool = False) -> jax.Array:
+    """Any trees, interventional SHAP: f32[T, P, L, D, K] (or [T, P, L, D, D, K]) as
+    ``leaf_pattern_table``, each leaf's terms averaged over the background rows.
+
+    A leaf's game against one background row depends on the row's answers along the
+    leaf's path (pattern p) and the background row's (pattern q, its zero factors), so
+    the table averages the P x P games of each leaf with the share of background rows
+    making each pattern q there.
+
+    Args:
+      paths: the trees' games (their ``zero`` is not read).
+      pattern_share: f32[T, L, P], per tree and leaf, the fraction of background rows
+        whose answers along the leaf's path make pattern q (bit d: the path's branch
+        taken at slot d).
+    """
+    n_leaves = 2**depth
+    bits = jnp.asarray(_leaf_bits(depth) == 1)  # [P, D]
+    goes = jnp.broadcast_to(bits[:, None, :], (n_leaves, n_leaves, depth))  # [P, L, D]
+    per_pattern = n_leaves * n_leaves * depth ** (3 if interactions else 2) * 2
+    block = _blocks(n_leaves, per_pattern)
+    n_blocks = -(-n_leaves // block)
+    pattern_blocks = jnp.asarray(np.minimum(np.arange(n_blocks * block), n_leaves - 1)
+                                 .reshape(n_blocks, block))
+
+    def one_tree(tree) -> jax.Array:
+        paths_tree, share = tree  # share [L, Q]
+        background_ones = merged_ones(paths_tree.same, paths_tree.first, goes)  # [Q, L, D]
+
+        def one_block(patterns):
+            one = merged_ones(paths_tree.same, paths_tree.first, goes[patterns])  # [R, L, D]
+            shape = (one.shape[0], n_leaves) + one.shape[1:]  # [R, Q, L, D]
+            one = jnp.broadcast_to(one[:, None], shape)
+            zero = jnp.broadcast_to(background_ones[None], shape)
+            if interactions:
+                return jnp.einsum("rqlde,lq,lk->rldek", interaction_weights(zero, one), share,
+                                  paths_tree.value)
+            return jnp.einsum("rqld,lq,lk->rldk", shapley_weights(zero, one), share,
+                              paths_tree.value)
+
+        table = jax.lax.map(one_block, pattern_blocks)
+        return table.reshape((n_blocks * block,) + table.shape[2:])[:n_leaves]
+
+    return jax.lax.map(one_tree, (paths, pattern_share))
+
+
+def path_patterns(feature: jax.Array, threshold: jax.Array, default_left: jax.Array,
+                  X: jax.Array, layout: Layout, depth: int) -> jax.Array:
+    """i32[N, T, L]: the pattern of each row's answers along each leaf's path (bit d, the
+    first slot highest: the row takes the path's branch at slot d), from rows X
+    f32[N, F_split] and the split arrays [T, M]."""
+    entry, side = path_slots(layout, depth)
+    values = X[:, feature]  # [N, T, M]
+    right = jnp.where(jnp.isnan(values), ~default_left[None], values > threshold[None])
+    goes = right[:, :, entry] == (side == 1)[None, None]  # [N, T, L, D]
+    place = jnp.asarray(2 ** np.arange(depth - 1, -1, -1), jnp.int32)
+    return jnp.sum(goes.astype(jnp.int32) * place[None, None, None], axis=-1)
+
+
 def leaf_pattern_table(paths: TreePaths, depth: int, interactions: bool = False
                        ) -> jax.Array:
     """Any trees: f32[T, P, L, D, K] (interactions: [T, P, L, D, D, K]), each leaf's terms
@@ -493,6 +555,12 @@ def row_values(paths: TreePaths, feature: jax.Array, threshold: jax.Array,
     return _by_row_blocks(block_values, (X,), block)
 
 
+def interventional_fits(n_trees: int, depth: int, interactions: bool) -> bool:
+    """Whether interventional values of trees that are not oblivious (``P x P`` games per
+    leaf, 8**D per tree) take a reasonable time: at most _INTERVENTIONAL_WORK slot terms."""
+    return n_trees * 8**depth * depth ** (3 if interactions else 2) <= _INTERVENTIONAL_WORK
+
+
 def _leaf_table_fits(n_trees: int, depth: int, n_outputs: int, n_rows: int,
                      interactions: bool) -> bool:
     """Whether ``leaf_pattern_table`` pays (more rows than answer patterns) and fits in
@@ -514,13 +582,18 @@ def tree_shap(paths: TreePaths, X: jax.Array, leaves: jax.Array | None, split_ar
       split_arrays: (feature, threshold, default_left), each [T, M].
       layout, depth: the trees' layout and D (static).
       n_columns: F, the columns the values are for.
-      background_share: f32[T, L], the share of a background set's rows at each leaf,
-        for interventional SHAP (oblivious trees, ``leaves`` given); None for the
-        path-dependent values.
+      background_share: for interventional SHAP, a background set's share of rows:
+        f32[T, L] at each leaf of oblivious trees (with ``leaves``), or f32[T, L, P]
+        making each answer pattern along each leaf's path (``leaves`` None); None for
+        the path-dependent values.
     """
-    if background_share is not None:
+    if background_share is not None and leaves is not None:
         table = interventional_table(paths, depth, background_share, interactions)
         return values_from_table(table, paths.column[:, 0], leaves, n_columns, interactions)
+    if background_share is not None:
+        table = interventional_leaf_table(paths, depth, background_share, interactions)
+        return row_values(paths, *split_arrays, X, layout, depth, n_columns, interactions,
+                          table)
     if leaves is not None:
         table = pattern_table(paths, depth, interactions)
         return values_from_table(table, paths.column[:, 0], leaves, n_columns, interactions)
