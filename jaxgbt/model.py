@@ -307,7 +307,10 @@ class Booster:
         what = "shap_interaction_values" if interactions else "shap_values"
         model = self._explained(n_trees, what, needs_cover=background is None)
         X = self._check_X(X)
-        if background is None:
+        if model.n_trees == 0:  # no trees: nothing to share out
+            width = (self.n_features,) * (2 if interactions else 1)
+            values = jnp.zeros((X.shape[0],) + width + (self.n_outputs,), jnp.float32)
+        elif background is None:
             values = _compiled_shap(_for_explaining(model), X, self._raw_columns(),
                                     interactions)
         else:

@@ -165,6 +165,7 @@ def test_best_round_n_trees_and_errors(tmp_path):
     phi = np.asarray(model.shap_values(X[:20]))
     np.testing.assert_allclose(phi.sum(1) + np.asarray(model.expected_value),
                                np.asarray(model.predict_raw(X[:20])), atol=1e-5)
+    assert not np.asarray(model.shap_interaction_values(X[:4], n_trees=0)).any()
     three = np.asarray(model.shap_values(X[:20], n_trees=3))
     np.testing.assert_allclose(three, np.asarray(model.first_trees(3).shap_values(X[:20])))
     with pytest.raises(ValueError, match="before covers were stored"):

@@ -116,8 +116,9 @@ def cover_shares(cover: jax.Array, depth: int) -> jax.Array:
     leaf = np.arange(n_leaves)
     shares = []
     for level in range(depth):
-        parent = cover.reshape(n_trees, 2**level, -1).sum(-1)[:, leaf >> (depth - level)]
-        child = cover.reshape(n_trees, 2 ** (level + 1), -1).sum(-1)[
+        parent = cover.reshape(n_trees, 2**level, n_leaves >> level).sum(-1)[
+            :, leaf >> (depth - level)]
+        child = cover.reshape(n_trees, 2 ** (level + 1), n_leaves >> (level + 1)).sum(-1)[
             :, leaf >> (depth - level - 1)]
         shares.append(jnp.where(parent > 0, child / jnp.where(parent > 0, parent, 1.0), 0.0))
     return jnp.stack(shares, axis=-1)
