@@ -2,6 +2,7 @@
 
 from jaxgbt import differentiable as differentiable
 from jaxgbt import objectives as objectives
+from jaxgbt import plot as plot
 from jaxgbt.differentiable import as_function as as_function
 from jaxgbt.differentiable import finetune as finetune
 from jaxgbt.differentiable import finetune_trace as finetune_trace
@@ -12,6 +13,8 @@ from jaxgbt.evaluation import metrics as metrics
 from jaxgbt.fitting import fit as fit
 from jaxgbt.forest import Forest as Forest
 from jaxgbt.forest import fit_forest as fit_forest
+from jaxgbt.inspection import PermutationImportance as PermutationImportance
+from jaxgbt.inspection import permutation_importance as permutation_importance
 from jaxgbt.io.export import export as export
 from jaxgbt.io.export import load_exported as load_exported
 from jaxgbt.io.model_format import save as save

@@ -245,12 +245,17 @@ def _booster(trees, thresholds: np.ndarray, start, objective: Objective, data: D
     else:
         threshold = jax.device_put(np.asarray(thresholds)[np.asarray(trees.feature),
                                                           np.asarray(trees.split_bin)])
+    cover = trees.cover
+    # A checkpoint written before covers were stored resumes with NaN covers: unknown.
+    if not check.is_traced(cover) and np.isnan(np.asarray(cover)).any():
+        cover = None
     return Booster(feature=trees.feature, threshold=threshold,
                    default_left=trees.default_left, split_gain=trees.gain,
                    leaf_value=trees.leaf_value, base_score=start, objective=objective,
                    n_features=data.n_features, vector_output=config.vector_output,
                    encoder=data.encoder, grow_policy=config.grow_policy,
-                   feature_names=data.feature_names, best_round=best_round, history=history)
+                   feature_names=data.feature_names, best_round=best_round, history=history,
+                   cover=cover)
 
 
 def _checkpointing(path, every: int, evaluator: Evaluator, data: TrainData, params, start,
@@ -319,6 +324,9 @@ def _append(first: Booster, then: Booster) -> Booster:
             if before is None or before.shape[-1] != first.n_trees:
                 before = jnp.full((first.n_trees,), jnp.nan, jnp.float32)
             history[key] = jnp.concatenate([before, values])
+    # Covers are known for the whole model only if both parts have them.
+    arrays["cover"] = (None if first.cover is None or then.cover is None
+                       else jnp.concatenate([first.cover, then.cover]))
     return dataclasses.replace(then, base_score=first.base_score, history=history,
                                feature_names=then.feature_names or first.feature_names,
                                **arrays)

@@ -220,7 +220,8 @@ def _average(members: Booster) -> Booster:
                                threshold=flat(members.threshold),
                                default_left=flat(members.default_left),
                                split_gain=flat(members.split_gain),
-                               leaf_value=flat(members.leaf_value) / n_trees)
+                               leaf_value=flat(members.leaf_value) / n_trees,
+                               cover=None if members.cover is None else flat(members.cover))
 
 
 def _oob_score(task: str, target: np.ndarray, oob: jax.Array) -> float:

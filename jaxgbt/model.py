@@ -17,7 +17,7 @@ from jaxgbt.data import frames
 from jaxgbt.data.categorical import Encoder
 from jaxgbt.data.transfer import to_device
 from jaxgbt.data.validation import check_predict_X, is_traced, unmasked
-from jaxgbt.explain import importance
+from jaxgbt.explain import importance, interop, shap
 from jaxgbt.io import model_format
 from jaxgbt.objectives import Objective, by_name
 
@@ -51,6 +51,11 @@ class Booster:
       encoder: maps raw X (N, F) to the columns the trees split on when the model has
         categorical features (``jaxgbt.data.categorical``), else None; ``feature`` then
         indexes its output, of width ``n_split_features``.
+      cover: f32[T, L], each leaf's cover: the Hessian sum (sample-weighted, summed over
+        the K outputs) of the training rows that reached it when its tree was grown
+        (XGBoost's cover). An internal node's cover is the sum over its leaves. Read by
+        TreeSHAP and ``feature_importance("cover")``, never by ``predict``; None for
+        models loaded from files written before covers were stored.
     """
 
     feature: jax.Array
@@ -68,6 +73,7 @@ class Booster:
     best_round: jax.Array | None = None
     history: dict[str, jax.Array] | None = None
     encoder: Encoder | None = None
+    cover: jax.Array | None = None
 
     def __getstate__(self) -> dict:
         """The fields for pickle, a built-in objective by its name: built-ins hold
@@ -113,7 +119,7 @@ class Booster:
                              "model[i].predict(X), or all at once with "
                              "jax.vmap(lambda m: m.predict(X))(model).")
 
-    def _host_X(self, X) -> np.ndarray:
+    def read_rows(self, X) -> np.ndarray:
         """X read on the host as [N, F] numbers: a DataFrame's columns by name, masked
         cells as NaN, labelled categorical columns as the encoder's codes."""
         self._check_one_model()
@@ -184,7 +190,7 @@ class Booster:
         if is_traced(X) or isinstance(X, jax.Array):
             X, n_rows, encoded = self._check_X(X), None, True
         else:
-            X = self._host_X(X)
+            X = self.read_rows(X)
             n_rows, encoded = X.shape[0], False
             if bucket_rows(n_rows) != n_rows:
                 padded = np.zeros((bucket_rows(n_rows), X.shape[1]), np.float32)
@@ -222,8 +228,9 @@ class Booster:
                for name in ("feature", "threshold", "default_left", "split_gain")}
         history = (None if self.history is None
                    else {name: values[..., :n_trees] for name, values in self.history.items()})
+        cover = None if self.cover is None else self.cover[..., :n_trees, :]
         return dataclasses.replace(self, leaf_value=self.leaf_value[..., :n_trees, :, :],
-                                   best_round=None, history=history, **cut)
+                                   best_round=None, history=history, cover=cover, **cut)
 
     def staged_predict_raw(self, X) -> jax.Array:
         """f32[T, N] (or f32[T, N, K]): margins after each round, for learning curves."""
@@ -253,7 +260,9 @@ class Booster:
         Args:
           kind: "gain", the summed training gain of the splits on each column (as
             LightGBM's ``importance_type="gain"``; XGBoost's ``"total_gain"``); "split",
-            how many splits test it (an oblivious level counts once).
+            how many splits test it (an oblivious level counts once); "cover", the summed
+            cover of the nodes split on it (the training Hessian reaching them, as
+            XGBoost's ``"total_cover"``; an oblivious level covers its whole tree).
           n_trees: the first n_trees trees (default: as ``predict``, up to
             ``best_round`` when early stopping chose one).
 
@@ -267,9 +276,122 @@ class Booster:
                                  "or index a member first (model[i]).")
             n_trees = int(self.best_round) + 1
         model = self if n_trees is None else self.first_trees(n_trees)
-        weight = None if kind == "split" else np.asarray(model.split_gain)
+        if kind == "cover":
+            weight = importance.split_cover(
+                importance.require_cover(model.cover, 'feature_importance("cover")'),
+                self.layout, self.depth)
+        else:
+            weight = None if kind == "split" else np.asarray(model.split_gain)
         return importance.split_importance(model.feature, model.split_gain, weight,
                                            self._raw_columns(), self.n_features)
+
+    def shap_values(self, X, n_trees: int | None = None, background=None) -> jax.Array:
+        """f32[N, F] (f32[N, F, K] for vector outputs): exact TreeSHAP values of rows X.
+
+        Each row's values and ``expected_value`` add up to its margin:
+        ``shap_values(X).sum(axis=1) + expected_value == predict_raw(X)`` up to float32
+        rounding. They are the path-dependent Shapley values of XGBoost's
+        ``pred_contribs`` and ``shap.TreeExplainer``: a column outside a coalition is
+        averaged out along the trees, each split weighing its subtrees by their training
+        cover (``Booster.cover``); missing values take the learned default branch. A
+        categorical column gets the value of all its encoded columns
+        (``jaxgbt.explain.shap`` has the math).
+
+        Args:
+          X: rows as for ``predict_raw`` (arrays, DataFrames, categorical labels).
+          n_trees: the first n_trees trees (default: as ``predict``, up to
+            ``best_round`` when early stopping chose one).
+          background: rows (as X) for interventional SHAP instead: the Shapley values of
+            ``v(S) = mean over background rows b of f(x_S, b_rest)`` (shap's
+            ``feature_perturbation="interventional"``), which need no covers; they add
+            up to ``predict_raw(X) - predict_raw(background).mean(0)``. Oblivious trees
+            and depthwise trees of moderate size (8**D leaf games per tree; an error says
+            when there would be too many); the cost grows with the background's size only
+            through its leaf ids (answer patterns).
+        """
+        return self._shap(X, n_trees, interactions=False, background=background)
+
+    def shap_interaction_values(self, X, n_trees: int | None = None, background=None
+                                ) -> jax.Array:
+        """f32[N, F, F] (f32[N, F, F, K] for vector outputs): SHAP interaction values.
+
+        Symmetric in the two column axes; entry (i, j), i != j, is half the Shapley
+        interaction index of columns i and j (shap's and XGBoost's
+        ``pred_interactions`` convention), and the diagonal holds the rest of each
+        column's SHAP value, so ``shap_interaction_values(X).sum(axis=2) ==
+        shap_values(X)``. Arguments as ``shap_values``.
+        """
+        return self._shap(X, n_trees, interactions=True, background=background)
+
+    def explain(self, X, n_trees: int | None = None):
+        """A ``shap.Explanation`` of rows X (needs the ``shap`` package): the SHAP values,
+        ``expected_value`` as the base values, X as the data (categorical columns as
+        codes) and the column names, so that ``shap.plots.beeswarm``, ``waterfall``,
+        ``bar`` and ``scatter`` draw them. Arguments as ``shap_values``."""
+        try:
+            import shap as _  # noqa: F401 - fail before any work when shap is missing
+        except ImportError:
+            raise ImportError(interop.MSG_NO_SHAP.format(what="Booster.explain")) from None
+        values = self.shap_values(X, n_trees)
+        data = (np.asarray(X, np.float32) if isinstance(X, jax.Array)
+                else np.asarray(self.read_rows(X), np.float32))
+        model = self if n_trees is None else self.first_trees(n_trees)
+        return interop.explanation(np.asarray(values), np.asarray(model.expected_value), data,
+                                   self.column_names)
+
+    @property
+    def column_names(self) -> tuple[str, ...]:
+        """The F column names: ``feature_names``, or ``x0, x1, ...`` when there are none."""
+        return self.feature_names or tuple(f"x{j}" for j in range(self.n_features))
+
+    @property
+    def expected_value(self) -> jax.Array:
+        """f32[] (f32[K] for vector outputs): the margin TreeSHAP starts from, the base
+        score plus every tree's cover-weighted mean leaf value (the trees ``predict``
+        uses)."""
+        model = self._explained(None, "expected_value")
+        paths = shap.tree_paths(model.feature, model.cover, model.leaf_value,
+                                jnp.asarray(self._raw_columns(), jnp.int32), model.layout,
+                                model.depth)
+        value = shap.expected_value(paths, model.base_score)
+        return value if self.vector_output else value[0]
+
+    def _explained(self, n_trees: int | None, what: str, needs_cover: bool = True
+                   ) -> "Booster":
+        """The model whose trees an explanation reads (as ``predict``), checked."""
+        if self.feature.ndim > 2:
+            raise TypeError(f"{what} explains one model; this Booster stacks "
+                            f"{self.feature.shape[0]}: index a member first (model[i]).")
+        if needs_cover:
+            importance.require_cover(self.cover, what)
+        if n_trees is None and self.best_round is not None:
+            n_trees = int(self.best_round) + 1
+        return self if n_trees is None else self.first_trees(n_trees)
+
+    def _shap(self, X, n_trees: int | None, interactions: bool, background=None
+              ) -> jax.Array:
+        what = "shap_interaction_values" if interactions else "shap_values"
+        model = self._explained(n_trees, what, needs_cover=background is None)
+        X = self._check_X(X)
+        if model.n_trees == 0:  # no trees: nothing to share out
+            width = (self.n_features,) * (2 if interactions else 1)
+            values = jnp.zeros((X.shape[0],) + width + (self.n_outputs,), jnp.float32)
+        elif background is None:
+            values = _compiled_shap(_for_explaining(model), X, self._raw_columns(),
+                                    interactions)
+        else:
+            if not isinstance(model.layout, Oblivious) and not shap.interventional_fits(
+                    model.n_trees, model.depth, interactions):
+                raise ValueError(f"{what}(X, background=...) on depthwise trees of depth "
+                                 f"{model.depth} would play {8**model.depth:,} leaf games per "
+                                 "tree; it is limited to shallower trees. Leave background "
+                                 "out for the path-dependent values.")
+            background = self._check_X(background)
+            if background.shape[0] == 0:
+                raise ValueError("background must hold at least one row.")
+            values = _compiled_interventional(_for_explaining(model), X, background,
+                                              self._raw_columns(), interactions)
+        return values if self.vector_output else values[..., 0]
 
     def _raw_columns(self) -> tuple[int, ...]:
         """For each split column, the column of X it is made from."""
@@ -396,9 +518,56 @@ def _leaf_index(model: Booster, X: jax.Array) -> jax.Array:
 
 
 def _for_prediction(model: Booster) -> Booster:
-    """The model without its training record and names, which prediction does not read
-    (so that models differing only in them share one compiled program)."""
+    """The model without its training record, names and covers, which prediction does
+    not read (so that models differing only in them share one compiled program)."""
+    return dataclasses.replace(model, best_round=None, history=None, feature_names=None,
+                               cover=None)
+
+
+def _for_explaining(model: Booster) -> Booster:
+    """The model without the fields explanations do not read (its covers kept)."""
     return dataclasses.replace(model, best_round=None, history=None, feature_names=None)
+
+
+@functools.partial(jax.jit, static_argnames=("raw_columns", "interactions"))
+def _compiled_shap(model: Booster, X: jax.Array, raw_columns: tuple[int, ...],
+                   interactions: bool) -> jax.Array:
+    """f32[N, F, K] (or [N, F, F, K]): TreeSHAP (interaction) values of rows X f32[N, F_split].
+
+    Oblivious trees gather from a table of their L answer patterns, by the rows' leaves
+    (``_leaf_index``); depthwise trees answer each path's splits row by row."""
+    paths = shap.tree_paths(model.feature, model.cover, model.leaf_value,
+                            jnp.asarray(raw_columns, jnp.int32), model.layout, model.depth)
+    leaves = _leaf_index(model, X) if isinstance(model.layout, Oblivious) else None
+    return shap.tree_shap(paths, X, leaves, (model.feature, model.threshold, model.default_left),
+                          model.layout, model.depth, model.n_features, interactions)
+
+
+@functools.partial(jax.jit, static_argnames=("raw_columns", "interactions"))
+def _compiled_interventional(model: Booster, X: jax.Array, background: jax.Array,
+                             raw_columns: tuple[int, ...], interactions: bool) -> jax.Array:
+    """f32[N, F, K] (or [N, F, F, K]): interventional SHAP (interaction) values of rows X
+    against background rows f32[B, F_split], for oblivious trees: the background enters
+    as the share of its rows at each leaf."""
+    n_leaves = 2**model.depth
+    cover = jnp.ones((model.n_trees, n_leaves), jnp.float32)  # the games read no cover
+    paths = shap.tree_paths(model.feature, cover, model.leaf_value,
+                            jnp.asarray(raw_columns, jnp.int32), model.layout, model.depth)
+    trees = jnp.arange(model.n_trees)
+    splits = (model.feature, model.threshold, model.default_left)
+    if isinstance(model.layout, Oblivious):
+        leaves = _leaf_index(model, background)  # [B, T]
+        counts = jnp.zeros((model.n_trees, n_leaves), jnp.float32).at[
+            trees[None, :], leaves].add(1.0)
+        rows_leaves = _leaf_index(model, X)
+    else:  # per leaf, the background's answer patterns along its path
+        patterns = shap.path_patterns(*splits, background, model.layout, model.depth)
+        counts = jnp.zeros((model.n_trees, n_leaves, n_leaves), jnp.float32).at[
+            trees[None, :, None], jnp.arange(n_leaves)[None, None, :], patterns].add(1.0)
+        rows_leaves = None
+    return shap.tree_shap(paths, X, rows_leaves, splits, model.layout, model.depth,
+                          model.n_features, interactions,
+                          background_share=counts / background.shape[0])
 
 
 # Compiled once per model shape and X shape: eagerly, each prediction would dispatch the

@@ -348,3 +348,85 @@ def predict_depthwise(X: np.ndarray, feature: np.ndarray, threshold: np.ndarray,
             leaves[i, t] = j
             raw[i] += leaf_value[t, j]
     return raw, leaves
+
+
+# TreeSHAP by brute force -----------------------------------------------------------------
+
+
+def path_dependent_game(x: np.ndarray, feature: np.ndarray, threshold: np.ndarray,
+                        default_left: np.ndarray, leaf_value: np.ndarray, cover: np.ndarray,
+                        base_score: np.ndarray, raw_column, n_columns: int,
+                        depthwise: bool) -> np.ndarray:
+    """f64[2**F, K]: E[f(x) | x_S] for every coalition S of the F columns (S's bit c set
+    when column c is in it), by walking each tree: a split on a column in S follows x (a
+    missing value its default side), any other averages its two subtrees weighted by
+    their covers (a node's cover is the sum of its leaves'; 0 when it has none).
+
+    Args:
+      x: f64[F_split], one row as the trees read it; raw_column: for each split column
+        the column of X (player) it belongs to.
+      feature, threshold, default_left: [T, M], one entry per level (oblivious) or per
+        node in heap order (depthwise); leaf_value f[T, L, K]; cover f[T, L].
+    """
+    in_coalition = ((np.arange(2**n_columns)[:, None] >> np.arange(n_columns)[None]) & 1) > 0
+    n_trees, n_leaves = cover.shape
+    depth = int(np.log2(n_leaves))
+    total = np.broadcast_to(np.asarray(base_score, np.float64),
+                            (2**n_columns, leaf_value.shape[-1]))
+
+    def node(t, level, j):
+        if level == depth:
+            return np.asarray(leaf_value[t, j], np.float64)[None, :], float(cover[t, j])
+        at = 2**level - 1 + j if depthwise else level
+        left, left_cover = node(t, level + 1, 2 * j)
+        right, right_cover = node(t, level + 1, 2 * j + 1)
+        node_cover = left_cover + right_cover
+        value = x[feature[t, at]]
+        goes_right = (not default_left[t, at]) if np.isnan(value) else value > threshold[t, at]
+        chosen = right if goes_right else left
+        averaged = ((left_cover * left + right_cover * right) / node_cover if node_cover > 0
+                    else np.zeros_like(left))
+        in_s = in_coalition[:, raw_column[feature[t, at]]][:, None]
+        return np.where(in_s, chosen, averaged), node_cover
+
+    for t in range(n_trees):
+        total = total + node(t, 0, 0)[0]
+    return total
+
+
+def shapley_values(game: np.ndarray, n_columns: int) -> np.ndarray:
+    """f64[F, K]: the Shapley values of a game f[2**F, K] (coalitions as bit sets)."""
+    from math import factorial
+
+    coalitions = np.arange(2**n_columns)
+    size = np.array([bin(s).count("1") for s in coalitions])
+    phi = np.zeros((n_columns, game.shape[1]))
+    for i in range(n_columns):
+        without = coalitions[(coalitions >> i) & 1 == 0]
+        weight = np.array([factorial(s) * factorial(n_columns - s - 1) for s in size[without]]
+                          ) / factorial(n_columns)
+        phi[i] = weight @ (game[without | (1 << i)] - game[without])
+    return phi
+
+
+def shapley_interaction_values(game: np.ndarray, n_columns: int) -> np.ndarray:
+    """f64[F, F, K]: shap's interaction values of a game f[2**F, K]: off the diagonal half
+    the Shapley interaction index, on it the Shapley value minus the row's other entries."""
+    from math import factorial
+
+    coalitions = np.arange(2**n_columns)
+    size = np.array([bin(s).count("1") for s in coalitions])
+    out = np.zeros((n_columns, n_columns, game.shape[1]))
+    for i in range(n_columns):
+        for j in range(n_columns):
+            if i == j:
+                continue
+            rest = coalitions[((coalitions >> i) & 1 == 0) & ((coalitions >> j) & 1 == 0)]
+            weight = np.array([factorial(s) * factorial(n_columns - s - 2) for s in size[rest]]
+                              ) / (2 * factorial(n_columns - 1))
+            both, only_i, only_j = rest | (1 << i) | (1 << j), rest | (1 << i), rest | (1 << j)
+            out[i, j] = weight @ (game[both] - game[only_i] - game[only_j] + game[rest])
+    phi = shapley_values(game, n_columns)
+    for i in range(n_columns):
+        out[i, i] = phi[i] - out[i].sum(axis=0)
+    return out

@@ -18,7 +18,7 @@ LAYERS = (
     ("jaxgbt.engine",),
     ("jaxgbt.io", "jaxgbt.explain"),
     ("jaxgbt.model",),
-    ("jaxgbt.spec",),
+    ("jaxgbt.spec", "jaxgbt.inspection", "jaxgbt.plot"),
     ("jaxgbt.fitting",),
     ("jaxgbt.sweeps", "jaxgbt.differentiable"),
     ("jaxgbt.model_selection", "jaxgbt.forest", "jaxgbt.sklearn"),

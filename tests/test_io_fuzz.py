@@ -55,7 +55,8 @@ FUZZ = settings(derandomize=True, database=None, deadline=None, print_blob=False
 T, D, K = SMALL["n_trees"], SMALL["depth"], 1
 EXPECTED = {"feature": ((T, D), np.int32), "threshold": ((T, D), np.float32),
             "default_left": ((T, D), np.bool_), "split_gain": ((T, D), np.float32),
-            "leaf_value": ((T, 2**D, K), np.float32), "base_score": ((K,), np.float32)}
+            "leaf_value": ((T, 2**D, K), np.float32), "base_score": ((K,), np.float32),
+            "cover": ((T, 2**D), np.float32)}
 MEMBERS = ["header.json"] + [f"{name}.npy" for name in EXPECTED]
 HEADER_KEYS = ["format", "version", "objective", "custom_link", "n_features", "n_trees",
                "depth", "n_outputs", "vector_output", "jaxgbt_version", "arrays"]

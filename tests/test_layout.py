@@ -126,7 +126,7 @@ def test_leaf_from_bins_matches_walk_with_missing_bin(grow_policy):
     bins[rng.random(bins.shape) < 0.2] = N_BINS - 1  # the missing bin
     tree = BinnedTree(jnp.asarray(feature[0]), jnp.asarray(split_bin[0]),
                       jnp.asarray(default_left[0]), jnp.zeros(feature.shape[1]),
-                      jnp.zeros((2**DEPTH, 1)))
+                      jnp.zeros((2**DEPTH, 1)), jnp.zeros(2**DEPTH))
 
     leaf = jax.jit(layout(grow_policy).leaf_from_bins, static_argnums=2)(
         jnp.asarray(bins), tree, N_BINS)

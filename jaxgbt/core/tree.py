@@ -49,6 +49,16 @@ class BinnedTree(NamedTuple):
     default_left: jax.Array  # bool[M]
     gain: jax.Array  # f32[M]
     leaf_value: jax.Array  # f32[L, K], learning rate not yet applied
+    # f32[L]: each leaf's cover, the Hessians of the rows the tree was grown on that reach
+    # it, weighted and summed over the K outputs (XGBoost's cover; path-dependent
+    # TreeSHAP weighs a tree's branches by it). An output of growth, read by no round.
+    cover: jax.Array
+
+
+def leaf_cover(sums: jax.Array, n_outputs: int) -> jax.Array:
+    """f32[L]: each leaf's cover from its summed (g, h) f32[L, 2K]: the Hessian sum over
+    the K outputs (one cover per leaf, as the K outputs share the tree's branches)."""
+    return jnp.sum(sums[:, n_outputs:], axis=1)
 
 
 def goes_right(column: jax.Array, split_bin: jax.Array, default_left: jax.Array,
@@ -138,7 +148,7 @@ def grow_tree(bins: jax.Array, gh: jax.Array, params: SplitParams, depth: int, n
     if monotone is not None:
         leaf_value = enforce_monotone(leaf_value, splits.feature, splits.gain > 0, monotone)
     tree = BinnedTree(splits.feature, splits.split_bin, splits.default_left, splits.gain,
-                      leaf_value)
+                      leaf_value, leaf_cover(sums, n_outputs))
     return tree, leaf
 
 
@@ -237,5 +247,5 @@ def grow_depthwise_tree(bins: jax.Array, gh: jax.Array, params: SplitParams, dep
     if leaf_bounds is not None:
         leaf_value = jnp.clip(leaf_value, *leaf_bounds)
     tree = BinnedTree(tree_splits.feature, tree_splits.split_bin, tree_splits.default_left,
-                      tree_splits.gain, leaf_value)
+                      tree_splits.gain, leaf_value, leaf_cover(sums, n_outputs))
     return tree, leaf, leaf_bounds

@@ -23,7 +23,8 @@ def _empty_tree(depth: int, n_outputs: int, grow_policy: str = "oblivious") -> B
     zeros = jnp.zeros(n_entries, jnp.int32)
     return BinnedTree(feature=zeros, split_bin=zeros, default_left=jnp.ones(n_entries, bool),
                       gain=jnp.zeros(n_entries, jnp.float32),
-                      leaf_value=jnp.zeros((2**depth, n_outputs), jnp.float32))
+                      leaf_value=jnp.zeros((2**depth, n_outputs), jnp.float32),
+                      cover=jnp.zeros(2**depth, jnp.float32))
 
 
 def train_chunk(config: BoostConfig, params: BoostParams, data: TrainData, raw: Margins,

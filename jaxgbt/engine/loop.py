@@ -117,7 +117,8 @@ def _no_trees(config: BoostConfig) -> BinnedTree:
                       split_bin=np.zeros((0, n_entries), np.int32),
                       default_left=np.zeros((0, n_entries), bool),
                       gain=np.zeros((0, n_entries), np.float32),
-                      leaf_value=np.zeros((0, 2**config.depth, config.n_outputs), np.float32))
+                      leaf_value=np.zeros((0, 2**config.depth, config.n_outputs), np.float32),
+                      cover=np.zeros((0, 2**config.depth), np.float32))
 
 
 def _carried_margins(config: BoostConfig, done: Progress):

@@ -10,8 +10,23 @@ from typing import Literal
 
 import numpy as np
 
-ImportanceKind = Literal["split", "gain"]
-IMPORTANCE_KINDS: tuple[str, ...] = ("split", "gain")
+from jaxgbt.core.layout import Layout
+
+ImportanceKind = Literal["split", "gain", "cover"]
+IMPORTANCE_KINDS: tuple[str, ...] = ("split", "gain", "cover")
+
+MSG_NO_COVER = (
+    "{what} needs the trees' covers (the training Hessian reaching each leaf), and this "
+    "model has none: it was loaded from a file written before covers were stored. Refit "
+    "the model (or continue from the same data) with this version of jaxgbt and save it "
+    "again; 'split' and 'gain' importance work without covers.")
+
+
+def require_cover(cover, what: str):
+    """``cover``, or a ValueError saying that ``what`` needs it when it is None."""
+    if cover is None:
+        raise ValueError(MSG_NO_COVER.format(what=what))
+    return cover
 
 
 def check_kind(kind: str) -> None:
@@ -19,6 +34,26 @@ def check_kind(kind: str) -> None:
         raise ValueError(f"importance kind {kind!r} is not one of {IMPORTANCE_KINDS}: 'split' "
                          "counts the splits on each feature, 'gain' sums their training gain, "
                          "'cover' sums the Hessian of the rows they split.")
+
+
+def split_cover(cover: np.ndarray, layout: Layout, depth: int) -> np.ndarray:
+    """f64[..., T, M]: the cover of each split entry, the sum of its node's leaves.
+
+    Args:
+      cover: f[..., T, L], the leaves' covers.
+      layout: where the split entries sit (one per level, or one per node in heap order).
+      depth: D.
+    An oblivious level's one entry covers every leaf; node j of a depthwise level d
+    covers leaves j * 2**(D - d) to (j + 1) * 2**(D - d) - 1.
+    """
+    cover = np.asarray(cover, np.float64)
+    lead, n_leaves = cover.shape[:-1], cover.shape[-1]
+    levels = []
+    for level in range(depth):
+        entries = layout.level_splits(level)
+        n_entries = entries.stop - entries.start
+        levels.append(cover.reshape(lead + (n_entries, n_leaves // n_entries)).sum(-1))
+    return np.concatenate(levels, axis=-1)
 
 
 def split_importance(feature: np.ndarray, split_gain: np.ndarray, weight: np.ndarray | None,

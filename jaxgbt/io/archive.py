@@ -78,8 +78,9 @@ def fail(path, message: str, what: str = "jaxgbt model"):
 
 
 def read_header(archive: zipfile.ZipFile, path, format_name: str, version: int,
-                what: str = "jaxgbt model") -> dict:
-    """header.json of an archive, checked to be a JSON object of the given format."""
+                what: str = "jaxgbt model", oldest: int | None = None) -> dict:
+    """header.json of an archive, checked to be a JSON object of the given format, of a
+    version from ``oldest`` (default: ``version``) to ``version``."""
     try:
         info = archive.getinfo("header.json")
     except KeyError:
@@ -98,9 +99,12 @@ def read_header(archive: zipfile.ZipFile, path, format_name: str, version: int,
         fail(path, "header.json is not a JSON object", what)
     if header.get("format") != format_name:
         fail(path, f"format is {header.get('format')!r}, expected {format_name!r}", what)
-    if header.get("version") != version:
-        fail(path, f"format version {header.get('version')!r} is not supported (this jaxgbt "
-                    f"reads version {version}); load it with the jaxgbt that wrote it", what)
+    readable = range(version if oldest is None else oldest, version + 1)
+    found = header.get("version")
+    if isinstance(found, bool) or not isinstance(found, int) or found not in readable:
+        versions = version if len(readable) == 1 else f"{readable[0]} to {version}"
+        fail(path, f"format version {found!r} is not supported (this jaxgbt reads version "
+                    f"{versions}); load it with the jaxgbt that wrote it", what)
     return header
 
 

@@ -13,10 +13,13 @@ Resuming with anything different is refused rather than silently mixing two fits
 Format ``jaxgbt.checkpoint`` version 1: a zip like a model file (see ``jaxgbt.io.model_format``),
 with header fields ``fingerprint``, ``rounds_done``, ``n_rows``, ``depth``, ``splits``
 (per tree: D oblivious, 2**D - 1 depthwise), ``n_outputs`` and one .npy per array: the
-bin-space trees (``feature``, ``split_bin``, ``default_left``, ``gain``, ``leaf_value``),
-``raw`` f32[N, K] and ``bad_rows``. A checkpoint of ordered boosting also has the
-header field ``ordered: true`` and the array ``raw_ordered`` f32[N, K] (the ordered
-margins, see ``jaxgbt.core.ordered``); the fingerprint then includes the boosting mode.
+bin-space trees (``feature``, ``split_bin``, ``default_left``, ``gain``, ``leaf_value``,
+``cover``), ``raw`` f32[N, K] and ``bad_rows``. ``cover`` (f32[T, 2**D], the leaves'
+Hessian sums) is optional: a checkpoint written before it was stored resumes with NaN
+covers, and the finished model then has no cover (``Booster.cover`` None). A checkpoint
+of ordered boosting also has the header field ``ordered: true`` and the array
+``raw_ordered`` f32[N, K] (the ordered margins, see ``jaxgbt.core.ordered``); the
+fingerprint then includes the boosting mode.
 """
 
 import hashlib
@@ -109,8 +112,11 @@ def load_checkpoint(path, key: str) -> Progress | None:
                                    f"is {ordered!r}, expected true or false")
         if ordered:
             shapes["raw_ordered"] = ((N, K), "float32")
+        if "cover.npy" in archive.namelist():
+            shapes["cover"] = ((T, 2**D), "float32")
         arrays = {name: jnp.asarray(read_array(archive, name, dtype, shape, path, _WHAT))
                   for name, (shape, dtype) in shapes.items()}
+    arrays.setdefault("cover", jnp.full((T, 2**D), jnp.nan, jnp.float32))  # unknown
     trees = BinnedTree(**{name: arrays[name] for name in BinnedTree._fields})
     return Progress(trees=trees, raw=arrays["raw"], bad_rows=arrays["bad_rows"],
                     raw_ordered=arrays.get("raw_ordered"))

@@ -1,8 +1,8 @@
 """Saving and loading models: a zip of a JSON header and .npy arrays, no pickle.
 
-Format ``jaxgbt.model`` version 1 (documented in docs/model_format.md):
+Format ``jaxgbt.model`` version 2 (documented in docs/model_format.md):
 
-  header.json   {"format": "jaxgbt.model", "version": 1, "objective": NAME,
+  header.json   {"format": "jaxgbt.model", "version": 2, "objective": NAME,
                  "custom_link": bool, "n_features": F, "n_trees": T, "depth": D,
                  "n_outputs": K, "vector_output": bool, "jaxgbt_version": STR,
                  "arrays": {NAME: {"dtype": STR, "shape": [..]}}}
@@ -14,6 +14,8 @@ A model with categorical features adds the optional header field "categorical", 
 arrays categories.npy and category_stats.npy, and labels.json (the category labels);
 files without them load as before. A model with column names adds the optional header
 field "feature_names" (a list of F distinct strings); files without it load with None.
+Version 2 adds the array cover.npy (f32[T, 2**D], each leaf's training Hessian sum),
+optional: version 1 files, and models without covers, load with ``cover=None``.
 
 ``save`` writes to a temporary file in the target folder, flushes it to disk and
 renames it over the target, so a crash never leaves a half-written model. ``load``
@@ -44,7 +46,8 @@ from jaxgbt.objectives import Link, Objective, by_name
 from jaxgbt.version import __version__
 
 FORMAT = "jaxgbt.model"
-VERSION = 1
+VERSION = 2
+OLDEST_VERSION = 1  # version 1 files have no cover.npy
 MAX_FEATURES = 10_000_000
 MAX_OUTPUTS = 100_000
 # Leaf values a loadable model may hold (1 GiB of float32): a zip compresses a model of
@@ -79,6 +82,8 @@ def save(model, path) -> None:
         raise ValueError("save expects one model; this Booster holds a stack of models "
                          f"(feature has shape {model.feature.shape}). Save each member.")
     arrays = {field: np.asarray(getattr(model, field)) for field in _DTYPES}
+    if getattr(model, "cover", None) is not None:
+        arrays["cover"] = np.asarray(model.cover, np.float32)
     builtin = by_name(model.objective.name)
     header = {
         "format": FORMAT, "version": VERSION, "objective": model.objective.name,
@@ -136,7 +141,7 @@ def read_model(path, link: Link | None = None) -> dict:
       ModelFormatError: the file is not a valid model (the message says why).
     """
     with open_archive(path) as archive:
-        header = read_header(archive, path, FORMAT, VERSION)
+        header = read_header(archive, path, FORMAT, VERSION, oldest=OLDEST_VERSION)
         F = header_int(header, "n_features", 1, MAX_FEATURES, path)
         T = header_int(header, "n_trees", 0, MAX_TREES, path)
         D = header_int(header, "depth", 1, MAX_DEPTH, path)
@@ -156,6 +161,11 @@ def read_model(path, link: Link | None = None) -> dict:
             fail(path, f"{T} trees x {2**D} leaves x {K} outputs is too large to load")
         arrays = {field: read_array(archive, field, _DTYPES[field], shape, path)
                   for field, shape in _expected_shapes(T, D, K, grow_policy).items()}
+        cover = None
+        if "cover.npy" in archive.namelist():
+            cover = read_array(archive, "cover", "float32", (T, 2**D), path)
+            if not np.isfinite(cover).all():
+                fail(path, "cover must be finite")
         encoder = _read_encoder(archive, header, F, path)
     split_features = F if encoder is None else encoder.n_encoded
     if ((arrays["feature"] < 0) | (arrays["feature"] >= split_features)).any():
@@ -187,7 +197,7 @@ def read_model(path, link: Link | None = None) -> dict:
     return dict(**{k: jnp.asarray(v) for k, v in arrays.items()}, objective=objective,
                 n_features=F, vector_output=vector_output, grow_policy=grow_policy,
                 feature_names=feature_names, best_round=best_round, history=history,
-                encoder=encoder)
+                encoder=encoder, cover=None if cover is None else jnp.asarray(cover))
 
 
 def _read_feature_names(header: dict, n_features: int, path) -> tuple[str, ...] | None:
