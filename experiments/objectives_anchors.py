@@ -21,14 +21,13 @@ import os
 import statistics
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any, NamedTuple
 
 import numpy as np
 from _runner import SHARED_DATA, format_table, load_config, output_dir, write_json
 
 import jaxgbt
-from jaxgbt import metrics
+from jaxgbt import datasets, metrics
 
 
 class Entry(NamedTuple):
@@ -62,40 +61,17 @@ def csv_table(name: str):
     return np.genfromtxt(path, delimiter=",", names=True, dtype=None, encoding="utf-8")
 
 
-def libsvm(path: Path, n_features: int):
-    """Dense f32[N, F] and labels from a LibSVM file (``label idx:value``, indices from 1)."""
-    lines = path.read_text().splitlines()
-    X = np.zeros((len(lines), n_features), np.float32)
-    y = np.empty(len(lines))
-    for row, line in enumerate(lines):
-        label, *pairs = line.split()
-        y[row] = float(label)
-        for pair in pairs:
-            index, value = pair.split(":")
-            X[row, int(index) - 1] = float(value)
-    return X, y
-
-
 def load_multiclass(cfg):
-    folder = SHARED_DATA / "lightgbm"
-    if not (folder / "multiclass.train").exists():
-        return None
-    tables = [np.loadtxt(folder / name, delimiter="\t")
-              for name in ("multiclass.train", "multiclass.test")]
-    return tuple((t[:, 1:].astype(np.float32), t[:, 0]) for t in tables)
+    """Train and test as (X, y): LightGBM's multiclass example, bundled with jaxgbt."""
+    X_train, y_train, X_test, y_test = datasets.load_lightgbm_multiclass()
+    return (X_train, y_train), (X_test, y_test)
 
 
 def load_rank(cfg):
-    """Train and test as (X, y, query sizes, per-row query ids)."""
-    folder = SHARED_DATA / "lightgbm"
-    if not (folder / "rank.train").exists():
-        return None
-    parts = []
-    for name in ("rank.train", "rank.test"):
-        X, y = libsvm(folder / name, cfg["rank"]["n_features"])
-        sizes = np.loadtxt(folder / f"{name}.query", dtype=np.int64)
-        parts.append((X, y, sizes, np.repeat(np.arange(sizes.size), sizes)))
-    return tuple(parts)
+    """Train and test as (X, y, query sizes, per-row query ids): LightGBM's lambdarank
+    example, bundled with jaxgbt."""
+    return tuple((X, y, np.bincount(group), group)
+                 for X, y, group in datasets.load_lightgbm_rank())
 
 
 def load_doctor_visits(cfg):
