@@ -18,6 +18,31 @@ import chex  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
+# Each compiled XLA:CPU program holds about 20 memory maps, and Linux allows a process
+# 65,530 (vm.max_map_count): the whole suite compiles more programs than that allows, and
+# the compiler crashed once the maps ran out. Between modules, when the maps pass this
+# count, the compiled programs are dropped (later modules compile what they need again).
+MAPS_BEFORE_CLEARING = 25_000
+
+
+def _memory_maps() -> int:
+    try:
+        with open("/proc/self/maps") as maps:
+            return sum(1 for _ in maps)
+    except OSError:  # not Linux: no such limit to keep under
+        return 0
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _compiled_programs_within_the_map_limit():
+    yield
+    if _memory_maps() > MAPS_BEFORE_CLEARING:
+        from jaxgbt.engine import compile as chunk_compile
+
+        chunk_compile._CHUNK_PROGRAMS.clear()
+        jax.clear_caches()
+
+
 # One small shape for most fits, so compiled programs are reused across tests.
 N_ROWS, N_FEATURES = 256, 4
 SMALL = dict(n_trees=8, depth=3, n_bins=16)
