@@ -317,34 +317,11 @@ def interventional_table(paths: TreePaths, depth: int, background_share: jax.Arr
       background_share: f32[T, L], the fraction of the background rows reaching each
         leaf of each tree.
     """
-    n_leaves = 2**depth
     bits = _leaf_bits(depth)
     goes = jnp.asarray(bits[:, None, :] == bits[None, :, :])  # [R, L, D]
-    per_pattern = n_leaves * n_leaves * depth ** (3 if interactions else 2) * 2
-    block = _blocks(n_leaves, per_pattern)
-    n_blocks = -(-n_leaves // block)
-    pattern_blocks = jnp.asarray(np.minimum(np.arange(n_blocks * block), n_leaves - 1)
-                                 .reshape(n_blocks, block))
-
-    def one_tree(tree) -> jax.Array:
-        paths_tree, share = tree
-        background_ones = merged_ones(paths_tree.same, paths_tree.first, goes)  # [R', L, D]
-
-        def one_block(patterns):
-            one = merged_ones(paths_tree.same, paths_tree.first, goes[patterns])  # [R, L, D]
-            shape = (one.shape[0], n_leaves) + one.shape[1:]  # [R, R', L, D]
-            one = jnp.broadcast_to(one[:, None], shape)
-            zero = jnp.broadcast_to(background_ones[None], shape)
-            if interactions:
-                return jnp.einsum("rblde,b,lk->rdek", interaction_weights(zero, one), share,
-                                  paths_tree.value)
-            return jnp.einsum("rbld,b,lk->rdk", shapley_weights(zero, one), share,
-                              paths_tree.value)
-
-        table = jax.lax.map(one_block, pattern_blocks)
-        return table.reshape((n_blocks * block,) + table.shape[2:])[:n_leaves]
-
-    return jax.lax.map(one_tree, (paths, background_share))
+    # share [L'] over the background's leaves b; the leaves' terms summed.
+    return _averaged_over_background(paths, background_share, goes, depth, interactions,
+                                     "rbld,b,lk->rdk", "rblde,b,lk->rdek")
 
 
 def interventional_leaf_table(paths: TreePaths, depth: int, pattern_share: jax.Array,
@@ -366,6 +343,20 @@ def interventional_leaf_table(paths: TreePaths, depth: int, pattern_share: jax.A
     n_leaves = 2**depth
     bits = jnp.asarray(_leaf_bits(depth) == 1)  # [P, D]
     goes = jnp.broadcast_to(bits[:, None, :], (n_leaves, n_leaves, depth))  # [P, L, D]
+    # share [L, Q] per leaf over the background's patterns q; the leaves kept apart.
+    return _averaged_over_background(paths, pattern_share, goes, depth, interactions,
+                                     "rqld,lq,lk->rldk", "rqlde,lq,lk->rldek")
+
+
+def _averaged_over_background(paths: TreePaths, shares: jax.Array, goes: jax.Array,
+                              depth: int, interactions: bool, values_spec: str,
+                              interactions_spec: str) -> jax.Array:
+    """The interventional tables: for each tree and each answer pattern r of the rows
+    explained, the leaf games against every background pattern (their zero factors from
+    ``goes``, bool[P, L, D]), weighted by ``shares`` (per tree) and contracted by the
+    einsum ``values_spec`` (or ``interactions_spec``) over (weights, share, leaf values).
+    Patterns go in blocks so that the largest array stays near _BLOCK_ELEMENTS."""
+    n_leaves = 2**depth
     per_pattern = n_leaves * n_leaves * depth ** (3 if interactions else 2) * 2
     block = _blocks(n_leaves, per_pattern)
     n_blocks = -(-n_leaves // block)
@@ -373,7 +364,7 @@ def interventional_leaf_table(paths: TreePaths, depth: int, pattern_share: jax.A
                                  .reshape(n_blocks, block))
 
     def one_tree(tree) -> jax.Array:
-        paths_tree, share = tree  # share [L, Q]
+        paths_tree, share = tree
         background_ones = merged_ones(paths_tree.same, paths_tree.first, goes)  # [Q, L, D]
 
         def one_block(patterns):
@@ -382,15 +373,14 @@ def interventional_leaf_table(paths: TreePaths, depth: int, pattern_share: jax.A
             one = jnp.broadcast_to(one[:, None], shape)
             zero = jnp.broadcast_to(background_ones[None], shape)
             if interactions:
-                return jnp.einsum("rqlde,lq,lk->rldek", interaction_weights(zero, one), share,
+                return jnp.einsum(interactions_spec, interaction_weights(zero, one), share,
                                   paths_tree.value)
-            return jnp.einsum("rqld,lq,lk->rldk", shapley_weights(zero, one), share,
-                              paths_tree.value)
+            return jnp.einsum(values_spec, shapley_weights(zero, one), share, paths_tree.value)
 
         table = jax.lax.map(one_block, pattern_blocks)
         return table.reshape((n_blocks * block,) + table.shape[2:])[:n_leaves]
 
-    return jax.lax.map(one_tree, (paths, pattern_share))
+    return jax.lax.map(one_tree, (paths, shares))
 
 
 def path_patterns(feature: jax.Array, threshold: jax.Array, default_left: jax.Array,
