@@ -134,25 +134,16 @@ class Booster:
         return X
 
     def _check_X(self, X) -> jax.Array:
-        self._check_one_model()
-        X = unmasked(X)
-        if self.feature_names is not None and not is_traced(X):
-            X = frames.select_columns(X, self.feature_names)  # a DataFrame's columns, by name
-        if self.encoder is not None:
-            # A jax array holds codes already (``encoder.to_codes``), so jit works;
-            # anything else is read on the host, labels included.
-            if not isinstance(X, jax.Array):
-                X = self.encoder.to_codes(X)
-            elif X.ndim != 2 or X.shape[1] != self.n_features:
-                check_predict_X(X, self.n_features)
-            return self.encoder.encode(jnp.asarray(X, jnp.float32))
-        if frames.is_frame(X):  # pandas, polars, pyarrow: their numbers as one matrix
-            X = frames.read(X).numbers()
-        if not is_traced(X):
-            check_predict_X(X, self.n_features)
-        if is_traced(X) or isinstance(X, jax.Array):  # already a device array
-            return jnp.asarray(X, jnp.float32)
-        return to_device(X, np.float32)  # one copy, on every core
+        """X as the trees read it: f32[N, n_split_features] on the device. A device or
+        traced array is read by position (categorical columns as the encoder's codes,
+        ``encoder.to_codes``), so that predictions work under jit."""
+        if is_traced(X) or isinstance(X, jax.Array):
+            self._check_one_model()
+            check_predict_X(X, self.n_features)  # shape and dtype: known when traced too
+            X = jnp.asarray(X, jnp.float32)
+        else:
+            X = to_device(self.read_rows(X), np.float32)  # one copy, on every core
+        return X if self.encoder is None else self.encoder.encode(X)
 
     def leaf_index(self, X) -> jax.Array:
         """i32[N, T]: the leaf each row reaches in each tree."""
