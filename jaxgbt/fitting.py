@@ -409,8 +409,8 @@ def _base_score(objective: Objective, base_score, data: TrainData, config: Boost
         raw = np.broadcast_to(np.asarray(start), (data.weight.shape[0], n_outputs))
         # The curvature before clipping (a floor of -inf clips nothing), to see its sign.
         unclipped = params._replace(hessian_floor=jnp.float32(-jnp.inf))
-        g, h, _ = (np.asarray(a) if a is not None else None
-                   for a in compiled_derivatives(config, unclipped, data, raw))
+        derivatives = compiled_derivatives(config, unclipped, data, raw)
+        g, h = np.asarray(derivatives.g), np.asarray(derivatives.h)  # not the K x K h_full
         # Checked on the host: eagerly, each device op would compile.
         bad = ~(np.isfinite(g) & np.isfinite(h)).all(axis=1)
         if not np.isfinite(np.asarray(start)).all() or bool(bad.any()):
