@@ -15,9 +15,11 @@ from jaxgbt.forest import Forest as Forest
 from jaxgbt.forest import fit_forest as fit_forest
 from jaxgbt.inspection import PermutationImportance as PermutationImportance
 from jaxgbt.inspection import permutation_importance as permutation_importance
+from jaxgbt.io.dump import dump as dump
 from jaxgbt.io.export import export as export
 from jaxgbt.io.export import load_exported as load_exported
 from jaxgbt.io.model_format import save as save
+from jaxgbt.io.onnx import to_onnx as to_onnx
 from jaxgbt.model import Booster as Booster
 from jaxgbt.model import load as load
 from jaxgbt.model_selection import CVResult as CVResult

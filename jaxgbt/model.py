@@ -18,7 +18,9 @@ from jaxgbt.data.categorical import Encoder
 from jaxgbt.data.transfer import to_device
 from jaxgbt.data.validation import check_predict_X, is_traced, unmasked
 from jaxgbt.explain import importance, interop, shap
+from jaxgbt.io import dump as tree_dump
 from jaxgbt.io import model_format
+from jaxgbt.io import onnx as onnx_graph
 from jaxgbt.objectives import Objective, by_name
 
 
@@ -401,6 +403,16 @@ class Booster:
         return (f"Booster(objective={self.objective.name!r}, n_trees={self.n_trees}, "
                 f"depth={self.depth}{policy}, n_features={self.n_features}, "
                 f"n_outputs={self.n_outputs})")
+
+    def to_onnx(self, X_sample=None, **options):
+        """The model as an ``onnx.ModelProto`` (``jaxgbt.io.onnx.to_onnx``; needs the
+        ``onnx`` extra)."""
+        return onnx_graph.to_onnx(self, X_sample, **options)
+
+    def dump(self, path=None) -> dict:
+        """Every tree as readable JSON (``jaxgbt.io.dump.dump``), written to ``path``
+        when given."""
+        return tree_dump.dump(self, path)
 
 
 def _goes_right(x: jax.Array, threshold: jax.Array, default_left: jax.Array) -> jax.Array:
