@@ -1,5 +1,6 @@
 """Bad input: each case raises a clear error before any tracing, naming the argument."""
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -61,6 +62,16 @@ CASES = [
     ("loss raises", dict(loss=lambda y, f: y["missing"]), TypeError, "failed on one row"),
     ("loss nan gradients", dict(loss=lambda y, f: jnp.sqrt(y - 10.0) * f), FloatingPointError,
      "NaN or infinite gradients .* for 256 of 256 rows"),
+    ("loss nan, gradient finite", dict(loss=lambda y, f: jnp.log(-1.0 - f * 0.0)),
+     FloatingPointError, r"NaN or infinite at the starting margin .* for 256 of 256 rows"),
+    ("loss nan for some rows",
+     dict(loss=lambda y, f: (f - y) ** 2 + jnp.where(y > 1.0, jnp.log(-1.0 + 0.0 * f), 0.0)),
+     FloatingPointError, rf"for {int((Y_OK > 1).sum())} of 256 rows \(rows "
+                         rf"{int(np.argmax(Y_OK > 1))}, "),
+    ("loss int", dict(loss=lambda y, f: jnp.round((f - y) ** 2).astype(jnp.int32)), TypeError,
+     "must return a real float scalar .* dtype int32"),
+    ("loss complex", dict(loss=lambda y, f: (f - y) ** 2 + 0j), TypeError,
+     "must return a real float scalar .* dtype complex64"),
     ("base_score nan", dict(base_score=float("nan")), ValueError, "base_score=nan"),
     ("n_outputs zero", dict(n_outputs=0), ValueError, "n_outputs=0"),
     ("devices unknown", dict(devices="gpus"), ValueError, "devices='gpus'"),
@@ -221,3 +232,18 @@ def test_group_ids_as_huge_floats_are_refused():
     with pytest.raises(ValueError, match="float ids above 2\\*\\*53"):
         check_group(np.array([1e20, 1e20, 1e20 + 2**20, 1e20 + 2**20]), 4)
     np.testing.assert_array_equal(check_group(np.array([3.0, 3.0, 5.0]), 3), [3, 3, 5])
+
+
+def test_a_group_loss_nan_for_some_groups_names_them():
+    group = np.repeat(np.arange(8), 32)  # 8 queries of 32 rows
+
+    def listwise(y_q, f_q, mask_q):
+        # NaN for the queries whose first label is negative; the gradient stays finite.
+        log_p = jax.nn.log_softmax(jnp.where(mask_q, f_q, -jnp.inf))
+        broken = jnp.where(y_q[0] < 0, jnp.log(-1.0 + 0.0 * f_q[0]), 0.0)
+        return -jnp.sum(jnp.where(mask_q, y_q * log_p, 0.0)) + broken
+
+    y = np.abs(Y_OK).astype(np.float32)
+    y[[0, 64, 65]] = -1.0  # queries 0 and 2
+    with pytest.raises(FloatingPointError, match=r"for 2 of 8 groups \(groups 0, 2\)"):
+        jaxgbt.fit(listwise, X_OK, y, group=group, **SMALL)
