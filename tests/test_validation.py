@@ -247,3 +247,50 @@ def test_a_group_loss_nan_for_some_groups_names_them():
     y[[0, 64, 65]] = -1.0  # queries 0 and 2
     with pytest.raises(FloatingPointError, match=r"for 2 of 8 groups \(groups 0, 2\)"):
         jaxgbt.fit(listwise, X_OK, y, group=group, **SMALL)
+
+
+
+_PHI = np.zeros((4, 4), np.float32)
+# (id, call on a fitted model, exception type, message pattern)
+EXPLAIN_CASES = [
+    ("shap_values X width", lambda m: m.shap_values(X_OK[:, :3]), ValueError,
+     "X has 3 features"),
+    ("shap_values background width", lambda m: m.shap_values(X_OK[:4], background=X_OK[:8, :3]),
+     ValueError, "background: X has 3 features"),
+    ("shap_values background empty", lambda m: m.shap_values(X_OK[:4], background=X_OK[:0]),
+     ValueError, "background must hold"),
+    ("shap_interaction_values n_trees", lambda m: m.shap_interaction_values(X_OK[:4], n_trees=99),
+     ValueError, "n_trees=99"),
+    ("feature_importance kind", lambda m: m.feature_importance("weight"), ValueError,
+     "importance kind 'weight'"),
+    ("feature_importance n_trees", lambda m: m.feature_importance(n_trees=-1), ValueError,
+     "n_trees=-1"),
+    ("permutation_importance y nan", lambda m: jaxgbt.inspection.permutation_importance(
+        m, X_OK, _with(Y_OK, 7, np.nan), metric="rmse"), ValueError,
+     r"y contains 1 NaN labels \(first at row 7\)"),
+    ("permutation_importance y length", lambda m: jaxgbt.inspection.permutation_importance(
+        m, X_OK, Y_OK[:5], metric="rmse"), ValueError, r"y has 5 labels \(shape \(5,\)\)"),
+    ("permutation_importance y text", lambda m: jaxgbt.inspection.permutation_importance(
+        m, X_OK, np.full(256, "a"), metric="rmse"), TypeError, "y must hold numbers"),
+    ("permutation_importance metric", lambda m: jaxgbt.inspection.permutation_importance(
+        m, X_OK, Y_OK, metric="bogus"), ValueError, "unknown metric 'bogus'"),
+    ("plot.importance max_features", lambda m: jaxgbt.plot.importance(m, max_features=0),
+     ValueError, "max_features=0"),
+    ("plot.shap_summary phi nan", lambda m: jaxgbt.plot.shap_summary(
+        np.full_like(_PHI, np.nan), X_OK[:4]), ValueError, "phi holds 16 NaN"),
+    ("plot.shap_summary X width", lambda m: jaxgbt.plot.shap_summary(_PHI, X_OK[:4, :3]),
+     ValueError, r"X must have shape \(N, 4\)"),
+    ("plot.tree index", lambda m: jaxgbt.plot.tree(m, "first"), TypeError,
+     "index must be an integer"),
+]
+
+
+@pytest.mark.parametrize("case", EXPLAIN_CASES, ids=[case[0] for case in EXPLAIN_CASES])
+def test_explain_entry_points_check_their_input(small_model, case):
+    pytest.importorskip("matplotlib")
+    import jaxgbt.inspection
+    import jaxgbt.plot  # noqa: F401 - the cases call it
+
+    _, call, error, pattern = case
+    with pytest.raises(error, match=pattern):
+        call(small_model)
