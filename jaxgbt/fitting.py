@@ -22,7 +22,7 @@ from jaxgbt.data import categorical
 from jaxgbt.data import validation as check
 from jaxgbt.data.binning import apply_bins
 from jaxgbt.data.dataset import Dataset, read_eval_set
-from jaxgbt.engine.compile import compile_ahead, compiled_derivatives
+from jaxgbt.engine.compile import compile_ahead, compiled_derivatives, compiled_start_check
 from jaxgbt.engine.loop import train
 from jaxgbt.engine.resources import check_fit_memory, release_free_heap
 from jaxgbt.evaluation import metrics as metrics_module
@@ -409,7 +409,7 @@ def _base_score(objective: Objective, base_score, data: TrainData, config: Boost
         raw = np.broadcast_to(np.asarray(start), (data.weight.shape[0], n_outputs))
         # The curvature before clipping (a floor of -inf clips nothing), to see its sign.
         unclipped = params._replace(hessian_floor=jnp.float32(-jnp.inf))
-        derivatives = compiled_derivatives(config, unclipped, data, raw)
+        derivatives, losses = compiled_start_check(config, unclipped, data, raw)
         g, h = np.asarray(derivatives.g), np.asarray(derivatives.h)  # not the K x K h_full
         # Checked on the host: eagerly, each device op would compile.
         bad = ~(np.isfinite(g) & np.isfinite(h)).all(axis=1)
@@ -418,12 +418,29 @@ def _base_score(objective: Objective, base_score, data: TrainData, config: Boost
                 f"loss {objective.name!r} gives NaN or infinite gradients at the starting margin "
                 f"{np.asarray(start)} for {int(bad.sum())} of {bad.shape[0]} rows. Check the loss "
                 "on those labels (log of 0, division by 0), or pass a finite base_score.")
+        _check_start_losses(objective, np.asarray(losses), np.asarray(start), config.grouped)
         moved_g = None
         if not np.any(g):  # a perfect start (constant labels), or a loss flat in f?
             moved_g = np.asarray(compiled_derivatives(config, params, data, raw + 1.0).g)
         weight = None if check.is_traced(data.weight) else np.asarray(data.weight)
         _warn_degenerate(objective, moved_g, h, weight)
     return start
+
+
+def _check_start_losses(objective: Objective, losses: np.ndarray, start: np.ndarray,
+                        grouped: bool) -> None:
+    """Raises when the loss itself is NaN or infinite at the starting margin ``start``
+    f32[K] though its gradients are finite (a constant NaN has gradient 0), naming how
+    many and which rows (groups, for a group loss). losses: f32[N] (or f32[Q])."""
+    bad = np.flatnonzero(~np.isfinite(losses))
+    if bad.size:
+        unit = "groups" if grouped else "rows"
+        shown = ", ".join(str(i) for i in bad[:10]) + (", ..." if bad.size > 10 else "")
+        raise FloatingPointError(
+            f"loss {objective.name!r} is NaN or infinite at the starting margin {start} for "
+            f"{bad.size} of {losses.shape[0]} {unit} ({unit} {shown}), though its gradients "
+            "there are finite, so training would go on without a sign of it. Check the loss "
+            "on those labels (log or sqrt of a negative number, 0/0), or drop the rows.")
 
 
 def _warn_degenerate(objective: Objective, moved_g: np.ndarray | None, h: np.ndarray,

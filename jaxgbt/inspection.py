@@ -75,9 +75,7 @@ def permutation_importance(model: Booster, X, y, metric="auc", n_repeats: int = 
     sign = 1.0 if metrics_module.higher_is_better(metric_fn) else -1.0
     rows = _raw_rows(model, X)
     n_rows = rows.shape[0]
-    labels = jnp.asarray(np.asarray(y, np.float32))
-    if labels.shape[0] != n_rows:
-        raise ValueError(f"y has {labels.shape[0]} labels but X has {n_rows} rows.")
+    labels = jnp.asarray(_check_labels(y, n_rows))
     weight = None
     if sample_weight is not None:
         weight = jnp.asarray(check.check_sample_weight(sample_weight, n_rows))
@@ -87,6 +85,26 @@ def permutation_importance(model: Booster, X, y, metric="auc", n_repeats: int = 
     drops = sign * (baseline - np.asarray(shuffled, np.float64))  # [F, R]
     return PermutationImportance(drops.mean(axis=1), drops.std(axis=1), drops, baseline,
                                  model.column_names)
+
+
+def _check_labels(y, n_rows: int) -> np.ndarray:
+    """y as f32[N] (or f32[N, ...] for vector or interval labels): numbers, one per row,
+    none NaN (a NaN label makes every score NaN). +-inf is allowed: interval labels of
+    survival losses are unbounded above."""
+    try:
+        labels = np.asarray(y, np.float32)
+    except (TypeError, ValueError):
+        raise TypeError(f"y must hold numbers (one label per row); got "
+                        f"{type(y).__name__} of dtype {np.asarray(y).dtype}.") from None
+    if labels.ndim == 0 or labels.shape[0] != n_rows:
+        count = labels.shape[0] if labels.ndim else 1
+        raise ValueError(f"y has {count} labels (shape {labels.shape}) but X has {n_rows} "
+                         "rows: pass one label per row.")
+    missing = np.isnan(labels).reshape(n_rows, -1).any(axis=1)
+    if missing.any():
+        raise ValueError(f"y contains {int(missing.sum())} NaN labels (first at row "
+                         f"{int(np.argmax(missing))}); the metric would be NaN. Drop those rows.")
+    return labels
 
 
 def _raw_rows(model: Booster, X) -> jax.Array:

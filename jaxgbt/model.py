@@ -379,7 +379,10 @@ class Booster:
                                  f"{model.depth} would play {8**model.depth:,} leaf games per "
                                  "tree; it is limited to shallower trees. Leave background "
                                  "out for the path-dependent values.")
-            background = self._check_X(background)
+            try:
+                background = self._check_X(background)
+            except (ValueError, TypeError) as error:  # the message says X: say which
+                raise type(error)(f"background: {error}") from None
             if background.shape[0] == 0:
                 raise ValueError("background must hold at least one row.")
             values = _compiled_interventional(_for_explaining(model), X, background,

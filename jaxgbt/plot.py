@@ -11,6 +11,7 @@ import numpy as np
 
 from jaxgbt.core.layout import Oblivious
 from jaxgbt.data import frames
+from jaxgbt.data import validation as check
 from jaxgbt.model import Booster
 
 MSG_NO_MATPLOTLIB = ("jaxgbt.plot.{what} needs matplotlib: pip install 'jaxgbt[plot]' (or "
@@ -51,6 +52,9 @@ def _values(phi, what: str) -> np.ndarray:
                          f"{phi.shape[2]} (shape {phi.shape}): pass phi[..., k].")
     if phi.ndim != 2:
         raise ValueError(f"phi must be SHAP values of shape (N, F); got shape {phi.shape}.")
+    if not np.isfinite(phi).all():
+        raise ValueError(f"phi holds {int((~np.isfinite(phi)).sum())} NaN or infinite values; "
+                         "SHAP values of a jaxgbt model are finite: pass model.shap_values(X).")
     return phi
 
 
@@ -79,6 +83,7 @@ def _numeric(X, n_columns: int) -> np.ndarray:
 
 def importance(model: Booster, kind: str = "gain", max_features: int = 20, ax=None):
     """Horizontal bars of ``model.feature_importance(kind)``, largest on top."""
+    check.check_int(max_features, "max_features", 1)
     values = np.asarray(model.feature_importance(kind), np.float64)
     ax = _axes(ax, "importance")
     names = list(model.column_names)
@@ -94,6 +99,7 @@ def shap_summary(phi, X, feature_names=None, max_features: int = 20, ax=None):
     """One row of dots per column (the columns with the largest mean |SHAP| on top): each
     dot a row's SHAP value, coloured by the column's value in that row (low blue, high
     red; grey where missing)."""
+    check.check_int(max_features, "max_features", 1)
     phi = _values(phi, "shap_summary")
     values = _numeric(X, phi.shape[1])
     names = _names(feature_names, X, phi.shape[1])
@@ -168,6 +174,7 @@ def tree(model: Booster, index: int = 0, ax=None):
     """Tree ``index``: an oblivious tree as its table of levels (each level's test, where
     missing values go) above a bar per leaf; a depthwise tree as its nodes and leaves.
     Leaf values are the first output's, learning rate applied."""
+    check.check_int(index, "index", 0)
     if not 0 <= index < model.n_trees:
         raise ValueError(f"index={index} is outside [0, {model.n_trees}), the model's trees.")
     if model.feature.ndim > 2:

@@ -300,6 +300,12 @@ def check_loss_output(objective: Objective, y, n_outputs: int, vector_output: bo
                 if kind == "row" and not vector_output else "")
         raise ValueError(f"loss {objective.name!r} must return a scalar for {what}; it "
                          f"returned shape {shape}.{hint}")
+    if not jnp.issubdtype(out.dtype, jnp.floating):
+        # An integer or bool loss has no gradient, and a complex one no order to minimise.
+        raise TypeError(f"loss {objective.name!r} must return a real float scalar for {what}; "
+                        f"it returned dtype {out.dtype}. Compute the loss in floats (no "
+                        "rounding to int, no complex intermediates left in the result: take "
+                        "jnp.real or jnp.abs).")
 
 
 def mesh(devices) -> jax.sharding.Mesh | None:

@@ -1,3 +1,4 @@
+import io
 import json
 import os
 import signal
@@ -8,6 +9,7 @@ import time
 import zipfile
 from pathlib import Path
 
+import numpy as np
 import pytest
 from conftest import SMALL, assert_same_model, make_regression
 
@@ -47,6 +49,49 @@ def test_corrupted_checkpoint_is_refused(tmp_path):
     path.write_bytes(b"not a checkpoint")
     with pytest.raises(ModelFormatError, match="not a valid jaxgbt checkpoint"):
         jaxgbt.fit("squared_error", X, y, checkpoint_path=path, **SMALL)
+
+
+def _edit_checkpoint(path, edit_header=None, edit_arrays=None) -> None:
+    """Rewrites the checkpoint at ``path`` in place, as a zip tool would: new CRCs, the
+    header's checksums left as they were."""
+    with zipfile.ZipFile(path) as archive:
+        members = {name: archive.read(name) for name in archive.namelist()}
+    header = json.loads(members["header.json"])
+    if edit_header:
+        edit_header(header)
+    members["header.json"] = json.dumps(header).encode()
+    for name, edit in (edit_arrays or {}).items():
+        array = np.load(io.BytesIO(members[f"{name}.npy"]))
+        buffer = io.BytesIO()
+        np.save(buffer, edit(array))
+        members[f"{name}.npy"] = buffer.getvalue()
+    with zipfile.ZipFile(path, "w") as archive:
+        for name, data in members.items():
+            archive.writestr(name, data)
+
+
+def test_checkpoint_edited_on_disk_is_refused(tmp_path):
+    X, y = make_regression(seed=25)
+    path = tmp_path / "fit.ckpt"
+    jaxgbt.fit("squared_error", X, y, checkpoint_path=path, **SMALL)
+    _edit_checkpoint(path, edit_arrays={"raw": lambda raw: np.full_like(raw, 1e30)})
+    with pytest.raises(ModelFormatError, match=r"fit\.ckpt .*raw\.npy does not match its "
+                                               r"SHA-256"):
+        jaxgbt.fit("squared_error", X, y, checkpoint_path=path, **SMALL)
+
+
+def test_version_1_checkpoint_without_checksums_resumes(tmp_path):
+    X, y = make_regression(seed=26)
+    arguments = dict(SMALL, n_trees=40)
+    whole = jaxgbt.fit("squared_error", X, y, **arguments)
+    path = tmp_path / "fit.ckpt"
+    jaxgbt.fit("squared_error", X, y, checkpoint_path=path, checkpoint_every=16,
+               **dict(arguments, n_trees=20))
+    # A version 1 checkpoint is a version 2 one without the header's sha256 field.
+    _edit_checkpoint(path, lambda header: (header.pop("sha256"), header.update(version=1)))
+    resumed = jaxgbt.fit("squared_error", X, y, checkpoint_path=path, checkpoint_every=16,
+                         **arguments)
+    assert_same_model(resumed, whole)
 
 
 def test_checkpoint_inside_vmap_is_refused(tmp_path):

@@ -1,3 +1,4 @@
+import hashlib
 import io
 import json
 import os
@@ -23,19 +24,23 @@ def model_and_data():
     return jaxgbt.fit("logistic", X, y, **SMALL), X
 
 
-def _rewrite(path, target, edit_header=None, edit_arrays=None):
-    """Copies a saved model to target, changing its header or arrays."""
+def _rewrite(path, target, edit_header=None, edit_arrays=None, update_checksums=True):
+    """Copies a saved model to target, changing its header or arrays (and, unless
+    ``update_checksums`` is false, the edited arrays' SHA-256 in the header, so that the
+    checks after the checksum's are reached)."""
     with zipfile.ZipFile(path) as archive:
         members = {name: archive.read(name) for name in archive.namelist()}
     header = json.loads(members["header.json"])
     if edit_header:
         edit_header(header)
-    members["header.json"] = json.dumps(header).encode()
     if edit_arrays:
         for name, array in edit_arrays.items():
             buffer = io.BytesIO()
             np.save(buffer, array)
             members[f"{name}.npy"] = buffer.getvalue()
+            if update_checksums:
+                header["sha256"][f"{name}.npy"] = hashlib.sha256(buffer.getvalue()).hexdigest()
+    members["header.json"] = json.dumps(header).encode()
     with zipfile.ZipFile(target, "w") as archive:
         for name, data in members.items():
             archive.writestr(name, data)
@@ -93,6 +98,9 @@ BAD_FILES = {
         src, dst, edit_arrays={"leaf_value": np.zeros((8, 8, 1), np.float64)}),
     "object array": lambda src, dst: _rewrite(
         src, dst, edit_arrays={"base_score": np.array([object()], dtype=object)}),
+    "checksum not a digest": lambda src, dst: _rewrite(
+        src, dst, lambda h: h["sha256"].update({"feature.npy": "0" * 63})),
+    "checksums missing": lambda src, dst: _rewrite(src, dst, lambda h: h.pop("sha256")),
 }
 
 
@@ -132,3 +140,29 @@ def test_pickle_round_trip(loss):
     assert loaded.history.keys() == model.history.keys()
     np.testing.assert_array_equal(np.asarray(loaded.predict(X)), np.asarray(model.predict(X)))
 
+
+
+def test_an_array_edited_without_its_checksum_is_refused(model_and_data, tmp_path):
+    model, _ = model_and_data
+    model.save(tmp_path / "good.jgbt")
+    leaves = np.asarray(model.leaf_value).copy()
+    leaves[0, 0, 0] += 1.0  # a valid model, but not the one saved
+    _rewrite(tmp_path / "good.jgbt", tmp_path / "edited.jgbt",
+             edit_arrays={"leaf_value": leaves}, update_checksums=False)
+    with pytest.raises(ModelFormatError, match=r"edited\.jgbt .*leaf_value\.npy does not "
+                                               r"match its SHA-256"):
+        jaxgbt.load(tmp_path / "edited.jgbt")
+    # The same edit with the checksum recomputed loads: a checksum is not a signature.
+    _rewrite(tmp_path / "good.jgbt", tmp_path / "resigned.jgbt",
+             edit_arrays={"leaf_value": leaves})
+    np.testing.assert_array_equal(jaxgbt.load(tmp_path / "resigned.jgbt").leaf_value, leaves)
+
+
+def test_version_2_files_without_checksums_still_load(model_and_data, tmp_path):
+    model, X = model_and_data
+    model.save(tmp_path / "new.jgbt")
+    # A version 2 file is a version 3 file without the header's sha256 field.
+    _rewrite(tmp_path / "new.jgbt", tmp_path / "old.jgbt",
+             lambda header: (header.pop("sha256"), header.update(version=2)))
+    old = jaxgbt.load(tmp_path / "old.jgbt")
+    np.testing.assert_array_equal(old.predict_raw(X), model.predict_raw(X))

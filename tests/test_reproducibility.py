@@ -39,3 +39,33 @@ def test_a_fit_in_another_process_gives_the_same_bits(tmp_path):
                   "base_score"):
         np.testing.assert_array_equal(getattr(other, field), getattr(model, field), field)
     np.testing.assert_array_equal(other.predict(X), model.predict(X))
+
+
+
+def _sampled_fit(seed: int, **options):
+    from conftest import SMALL, make_regression
+
+    X, y = make_regression(seed=9)
+    return jaxgbt.fit("squared_error", X, y, seed=seed, subsample=0.5, colsample_bytree=0.5,
+                      **SMALL, **options)
+
+
+def test_same_seed_same_bits_with_random_rows_and_columns():
+    """The seed decides every random draw (rows by subsample, columns by colsample): the
+    same seed gives the same bits, another seed another model."""
+    from conftest import MODEL_ARRAYS, assert_same_model
+
+    first = _sampled_fit(11)
+    assert_same_model(_sampled_fit(11), first)
+    other = _sampled_fit(12)
+    assert any(not np.array_equal(getattr(other, name), getattr(first, name))
+               for name in MODEL_ARRAYS)
+
+
+@pytest.mark.slow
+def test_same_seed_same_bits_on_two_devices():
+    """Rows sharded over two devices: the same seed gives the same bits again (the
+    devices' histograms are summed in a fixed order on a given device count)."""
+    from conftest import assert_same_model
+
+    assert_same_model(_sampled_fit(11, devices="all"), _sampled_fit(11, devices="all"))

@@ -1,5 +1,6 @@
 """Bad input: each case raises a clear error before any tracing, naming the argument."""
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -61,6 +62,16 @@ CASES = [
     ("loss raises", dict(loss=lambda y, f: y["missing"]), TypeError, "failed on one row"),
     ("loss nan gradients", dict(loss=lambda y, f: jnp.sqrt(y - 10.0) * f), FloatingPointError,
      "NaN or infinite gradients .* for 256 of 256 rows"),
+    ("loss nan, gradient finite", dict(loss=lambda y, f: jnp.log(-1.0 - f * 0.0)),
+     FloatingPointError, r"NaN or infinite at the starting margin .* for 256 of 256 rows"),
+    ("loss nan for some rows",
+     dict(loss=lambda y, f: (f - y) ** 2 + jnp.where(y > 1.0, jnp.log(-1.0 + 0.0 * f), 0.0)),
+     FloatingPointError, rf"for {int((Y_OK > 1).sum())} of 256 rows \(rows "
+                         rf"{int(np.argmax(Y_OK > 1))}, "),
+    ("loss int", dict(loss=lambda y, f: jnp.round((f - y) ** 2).astype(jnp.int32)), TypeError,
+     "must return a real float scalar .* dtype int32"),
+    ("loss complex", dict(loss=lambda y, f: (f - y) ** 2 + 0j), TypeError,
+     "must return a real float scalar .* dtype complex64"),
     ("base_score nan", dict(base_score=float("nan")), ValueError, "base_score=nan"),
     ("n_outputs zero", dict(n_outputs=0), ValueError, "n_outputs=0"),
     ("devices unknown", dict(devices="gpus"), ValueError, "devices='gpus'"),
@@ -221,3 +232,65 @@ def test_group_ids_as_huge_floats_are_refused():
     with pytest.raises(ValueError, match="float ids above 2\\*\\*53"):
         check_group(np.array([1e20, 1e20, 1e20 + 2**20, 1e20 + 2**20]), 4)
     np.testing.assert_array_equal(check_group(np.array([3.0, 3.0, 5.0]), 3), [3, 3, 5])
+
+
+def test_a_group_loss_nan_for_some_groups_names_them():
+    group = np.repeat(np.arange(8), 32)  # 8 queries of 32 rows
+
+    def listwise(y_q, f_q, mask_q):
+        # NaN for the queries whose first label is negative; the gradient stays finite.
+        log_p = jax.nn.log_softmax(jnp.where(mask_q, f_q, -jnp.inf))
+        broken = jnp.where(y_q[0] < 0, jnp.log(-1.0 + 0.0 * f_q[0]), 0.0)
+        return -jnp.sum(jnp.where(mask_q, y_q * log_p, 0.0)) + broken
+
+    y = np.abs(Y_OK).astype(np.float32)
+    y[[0, 64, 65]] = -1.0  # queries 0 and 2
+    with pytest.raises(FloatingPointError, match=r"for 2 of 8 groups \(groups 0, 2\)"):
+        jaxgbt.fit(listwise, X_OK, y, group=group, **SMALL)
+
+
+
+_PHI = np.zeros((4, 4), np.float32)
+# (id, call on a fitted model, exception type, message pattern)
+EXPLAIN_CASES = [
+    ("shap_values X width", lambda m: m.shap_values(X_OK[:, :3]), ValueError,
+     "X has 3 features"),
+    ("shap_values background width", lambda m: m.shap_values(X_OK[:4], background=X_OK[:8, :3]),
+     ValueError, "background: X has 3 features"),
+    ("shap_values background empty", lambda m: m.shap_values(X_OK[:4], background=X_OK[:0]),
+     ValueError, "background must hold"),
+    ("shap_interaction_values n_trees", lambda m: m.shap_interaction_values(X_OK[:4], n_trees=99),
+     ValueError, "n_trees=99"),
+    ("feature_importance kind", lambda m: m.feature_importance("weight"), ValueError,
+     "importance kind 'weight'"),
+    ("feature_importance n_trees", lambda m: m.feature_importance(n_trees=-1), ValueError,
+     "n_trees=-1"),
+    ("permutation_importance y nan", lambda m: jaxgbt.inspection.permutation_importance(
+        m, X_OK, _with(Y_OK, 7, np.nan), metric="rmse"), ValueError,
+     r"y contains 1 NaN labels \(first at row 7\)"),
+    ("permutation_importance y length", lambda m: jaxgbt.inspection.permutation_importance(
+        m, X_OK, Y_OK[:5], metric="rmse"), ValueError, r"y has 5 labels \(shape \(5,\)\)"),
+    ("permutation_importance y text", lambda m: jaxgbt.inspection.permutation_importance(
+        m, X_OK, np.full(256, "a"), metric="rmse"), TypeError, "y must hold numbers"),
+    ("permutation_importance metric", lambda m: jaxgbt.inspection.permutation_importance(
+        m, X_OK, Y_OK, metric="bogus"), ValueError, "unknown metric 'bogus'"),
+    ("plot.importance max_features", lambda m: jaxgbt.plot.importance(m, max_features=0),
+     ValueError, "max_features=0"),
+    ("plot.shap_summary phi nan", lambda m: jaxgbt.plot.shap_summary(
+        np.full_like(_PHI, np.nan), X_OK[:4]), ValueError, "phi holds 16 NaN"),
+    ("plot.shap_summary X width", lambda m: jaxgbt.plot.shap_summary(_PHI, X_OK[:4, :3]),
+     ValueError, r"X must have shape \(N, 4\)"),
+    ("plot.tree index", lambda m: jaxgbt.plot.tree(m, "first"), TypeError,
+     "index must be an integer"),
+]
+
+
+@pytest.mark.parametrize("case", EXPLAIN_CASES, ids=[case[0] for case in EXPLAIN_CASES])
+def test_explain_entry_points_check_their_input(small_model, case):
+    pytest.importorskip("matplotlib")
+    import jaxgbt.inspection
+    import jaxgbt.plot  # noqa: F401 - the cases call it
+
+    _, call, error, pattern = case
+    with pytest.raises(error, match=pattern):
+        call(small_model)

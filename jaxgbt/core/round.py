@@ -25,7 +25,13 @@ from jaxgbt.core.sampling import (
 )
 from jaxgbt.core.split import SplitParams, leaf_weight
 from jaxgbt.core.tree import BinnedTree
-from jaxgbt.objectives.derivatives import Derivatives, group_derivatives, row_derivatives
+from jaxgbt.objectives.derivatives import (
+    GROUP_BATCH_FLOATS,
+    Derivatives,
+    group_derivatives,
+    loss_values,
+    row_derivatives,
+)
 
 
 class BoostParams(NamedTuple):
@@ -72,6 +78,20 @@ def round_derivatives(config: BoostConfig, params: BoostParams, data: TrainData,
             data.y, raw, data.group_index, data.group_mask, params.hessian_floor)
     return row_derivatives(config.loss, config.vector_output, config.curvature,
                            config.fisher)(data.y, raw, params.hessian_floor)
+
+
+def round_losses(config: BoostConfig, data: TrainData, raw: jax.Array) -> jax.Array:
+    """The loss at margins ``raw`` f32[N, K]: f32[N], one value per row, or f32[Q], one
+    per group for a group loss (unweighted). ``fit`` checks it once, at the start."""
+    if not config.grouped:
+        return loss_values(config.loss, config.vector_output)(data.y, raw)
+    f = raw[:, 0]
+    y_groups = jax.tree.map(lambda a: a[data.group_index], data.y)
+    n_groups, width = data.group_index.shape
+    # Batched like group_derivatives: a pairwise loss holds M x M temporaries per group.
+    batch = max(1, min(n_groups, GROUP_BATCH_FLOATS // (width * width)))
+    return jax.lax.map(lambda group: config.loss(*group),
+                       (y_groups, f[data.group_index], data.group_mask), batch_size=batch)
 
 
 class RoundStrategy(NamedTuple):

@@ -20,7 +20,13 @@ from jax.sharding import Mesh
 from jaxgbt.core.config import BoostConfig
 from jaxgbt.core.dtypes import BIN_DTYPE
 from jaxgbt.core.ordered import OrderedMargins
-from jaxgbt.core.round import BoostParams, Margins, TrainData, round_derivatives
+from jaxgbt.core.round import (
+    BoostParams,
+    Margins,
+    TrainData,
+    round_derivatives,
+    round_losses,
+)
 from jaxgbt.core.tracing import is_traced
 from jaxgbt.engine.chunk import train_chunk
 from jaxgbt.engine.sharding import sharded_chunk
@@ -28,6 +34,16 @@ from jaxgbt.engine.sharding import sharded_chunk
 # Compiled once per configuration: ``fit`` checks the gradients at the starting margin
 # with it (eagerly, a group loss's derivatives would be traced anew on every fit).
 compiled_derivatives = jax.jit(round_derivatives, static_argnames="config")
+
+
+@functools.partial(jax.jit, static_argnames="config")
+def compiled_start_check(config: BoostConfig, params: BoostParams, data: TrainData,
+                         raw: jax.Array):
+    """(the derivatives, the loss values: ``round_losses``) at the starting margins
+    ``raw`` f32[N, K], in one program: ``fit`` checks both on the host before training,
+    so a loss that is NaN where its gradient is finite (``log`` of a negative number
+    whose argument does not depend on f) is caught without a check in every round."""
+    return round_derivatives(config, params, data, raw), round_losses(config, data, raw)
 
 
 @functools.partial(jax.jit, static_argnames=("config", "mesh"))

@@ -2,11 +2,19 @@
 as untrusted input (bounded reads, no pickle, every failure a ``ModelFormatError``).
 
 The model format (``model_format``) and checkpoints (``checkpoint``) are archives.
+``write_archive`` stores the SHA-256 of every member but the header in the header field
+``sha256`` (member name: 64 hex digits); readers given those checksums verify each member
+against its own before parsing it. A zip's CRC-32 already catches most accidental damage
+of the compressed bytes, but not a member rewritten by a zip tool (which recomputes the
+CRC): the SHA-256 in the header does. It is not a signature: whoever rewrites the header
+can recompute it.
 """
 
+import hashlib
 import io as _io
 import json
 import os
+import re
 import stat
 import tempfile
 import zipfile
@@ -17,6 +25,13 @@ _HEADER_BYTES = 1 << 20
 _NPY_HEADER_SLACK = 4096  # the .npy preamble is at most a few hundred bytes
 
 
+# What zipfile.ZipFile raises on a damaged central directory: NotImplementedError for a
+# byte that claims a newer zip version ("zip file version 6.4"), EOFError for a cut one.
+ZIP_OPEN_ERRORS = (zipfile.BadZipFile, OSError, ValueError, NotImplementedError, EOFError)
+CHECKSUMS = "sha256"  # the header field holding each member's SHA-256
+_SHA256_HEX = re.compile(r"[0-9a-f]{64}")
+
+
 class ModelFormatError(ValueError):
     """A model file that is not a valid jaxgbt model."""
 
@@ -25,17 +40,52 @@ def write_archive(path, header: dict, arrays: dict[str, np.ndarray],
                   members: dict[str, bytes] | None = None) -> None:
     """Writes header.json, one .npy per array and any other ``members`` (name: bytes)
     into a zip at ``path``, atomically: a temporary file in the same folder, flushed and
-    fsynced, then renamed."""
+    fsynced, then renamed. The written header is ``header`` (not modified) plus the
+    field ``sha256``: each other member's SHA-256."""
+    contents = {}
+    for name, array in arrays.items():
+        member = _io.BytesIO()
+        np.save(member, array, allow_pickle=False)
+        contents[f"{name}.npy"] = member.getvalue()
+    contents.update(members or {})
+    header = dict(header, **{CHECKSUMS: {name: hashlib.sha256(data).hexdigest()
+                                         for name, data in contents.items()}})
     buffer = _io.BytesIO()
     with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED) as archive:
         archive.writestr("header.json", json.dumps(header, indent=1))
-        for name, array in arrays.items():
-            member = _io.BytesIO()
-            np.save(member, array, allow_pickle=False)
-            archive.writestr(f"{name}.npy", member.getvalue())
-        for name, data in (members or {}).items():
+        for name, data in contents.items():
             archive.writestr(name, data)
     write_atomically(path, buffer.getvalue())
+
+
+def read_checksums(header: dict, path, what: str = "jaxgbt model",
+                   required: bool = True) -> dict[str, str] | None:
+    """The header's ``sha256`` field (member name: 64 lowercase hex digits), checked;
+    None when it is absent and not ``required`` (files of versions written before it)."""
+    checksums = header.get(CHECKSUMS)
+    if checksums is None and not required:
+        return None
+    if not isinstance(checksums, dict) or not all(
+            isinstance(digest, str) and _SHA256_HEX.fullmatch(digest)
+            for digest in checksums.values()):
+        fail(path, f"header field {CHECKSUMS!r} must map each member to its SHA-256 (64 "
+                   f"hex digits); this version of the format requires it", what)
+    return checksums
+
+
+def verify_member(data: bytes, member: str, checksums: dict[str, str] | None, path,
+                  what: str = "jaxgbt model") -> None:
+    """Raises a ModelFormatError naming ``path`` and ``member`` when ``data`` does not
+    hash to the member's SHA-256 in ``checksums`` (or it has none there); no check when
+    ``checksums`` is None (a file without checksums)."""
+    if checksums is None:
+        return
+    expected = checksums.get(member)
+    if expected is None:
+        fail(path, f"header.json has no SHA-256 for {member}", what)
+    if hashlib.sha256(data).hexdigest() != expected:
+        fail(path, f"{member} does not match its SHA-256 in header.json: the file was "
+                   "damaged or edited after it was written", what)
 
 
 def check_path(path, action: str) -> None:
@@ -117,8 +167,10 @@ def header_int(header: dict, key: str, low: int, high: int, path,
 
 
 def read_array(archive: zipfile.ZipFile, name: str, dtype: str, shape: tuple, path,
-               what: str = "jaxgbt model") -> np.ndarray:
-    """One .npy member, read without pickle and checked against dtype and shape."""
+               what: str = "jaxgbt model",
+               checksums: dict[str, str] | None = None) -> np.ndarray:
+    """One .npy member, verified against its SHA-256 in ``checksums`` (when given), read
+    without pickle and checked against dtype and shape."""
     member = f"{name}.npy"
     try:
         info = archive.getinfo(member)
@@ -130,7 +182,12 @@ def read_array(archive: zipfile.ZipFile, name: str, dtype: str, shape: tuple, pa
               what)
     try:
         with archive.open(info) as stream:
-            array = np.lib.format.read_array(_io.BytesIO(stream.read()), allow_pickle=False)
+            data = stream.read()
+    except Exception as error:  # noqa: BLE001 - bad CRC, bad compression, truncation
+        fail(path, f"{member} could not be read ({type(error).__name__}: {error})", what)
+    verify_member(data, member, checksums, path, what)
+    try:
+        array = np.lib.format.read_array(_io.BytesIO(data), allow_pickle=False)
     except Exception as error:  # noqa: BLE001 - any decoding failure is a format error
         fail(path, f"{member} could not be read ({type(error).__name__}: {error})", what)
     if str(array.dtype) != dtype or tuple(array.shape) != tuple(shape):
@@ -168,7 +225,7 @@ def open_archive(path, what: str = "jaxgbt model") -> zipfile.ZipFile:
         check_regular_file(path, what, "a zip archive written by save")
     try:
         return zipfile.ZipFile(path)
-    except (zipfile.BadZipFile, OSError, ValueError) as error:
+    except ZIP_OPEN_ERRORS as error:
         if isinstance(error, FileNotFoundError):
             raise
         fail(path, f"it is not a readable zip archive ({error})", what)

@@ -10,8 +10,10 @@ A checkpoint carries a fingerprint (SHA-256) of everything that decides the mode
 binned data, labels, weights, starting margin, hyperparameters and static settings.
 Resuming with anything different is refused rather than silently mixing two fits.
 
-Format ``jaxgbt.checkpoint`` version 1: a zip like a model file (see ``jaxgbt.io.model_format``),
-with header fields ``fingerprint``, ``rounds_done``, ``n_rows``, ``depth``, ``splits``
+Format ``jaxgbt.checkpoint`` version 2: a zip like a model file (see ``jaxgbt.io.model_format``),
+with header fields ``fingerprint``, ``sha256`` (each member's SHA-256, verified on load, so
+a file edited on disk is refused; version 1 files have none and resume unverified),
+``rounds_done``, ``n_rows``, ``depth``, ``splits``
 (per tree: D oblivious, 2**D - 1 depthwise), ``n_outputs`` and one .npy per array: the
 bin-space trees (``feature``, ``split_bin``, ``default_left``, ``gain``, ``leaf_value``,
 ``cover``), ``raw`` f32[N, K] and ``bad_rows``. ``cover`` (f32[T, 2**D], the leaves'
@@ -33,16 +35,19 @@ from jaxgbt.core.dtypes import MAX_DEPTH
 from jaxgbt.core.tree import BinnedTree
 from jaxgbt.engine.loop import Progress
 from jaxgbt.io.archive import (
+    ZIP_OPEN_ERRORS,
     ModelFormatError,
     header_int,
     read_array,
+    read_checksums,
     read_header,
     write_archive,
 )
 from jaxgbt.io.model_format import MAX_OUTPUTS, MAX_TREES
 
 FORMAT = "jaxgbt.checkpoint"
-VERSION = 1
+VERSION = 2
+OLDEST_VERSION = 1  # version 1 files have no checksums
 _WHAT = "jaxgbt checkpoint"
 _MAX_ROWS = 1 << 34
 
@@ -87,10 +92,10 @@ def load_checkpoint(path, key: str) -> Progress | None:
         return None
     try:
         archive = zipfile.ZipFile(path)
-    except (zipfile.BadZipFile, OSError, ValueError) as error:
+    except ZIP_OPEN_ERRORS as error:
         raise ModelFormatError(f"{path} is not a valid {_WHAT}: {error}") from error
     with archive:
-        header = read_header(archive, path, FORMAT, VERSION, _WHAT)
+        header = read_header(archive, path, FORMAT, VERSION, _WHAT, oldest=OLDEST_VERSION)
         if header.get("fingerprint") != key:
             raise ValueError(
                 f"checkpoint_path={os.fspath(path)!r} holds a checkpoint of a different fit (its "
@@ -114,7 +119,9 @@ def load_checkpoint(path, key: str) -> Progress | None:
             shapes["raw_ordered"] = ((N, K), "float32")
         if "cover.npy" in archive.namelist():
             shapes["cover"] = ((T, 2**D), "float32")
-        arrays = {name: jnp.asarray(read_array(archive, name, dtype, shape, path, _WHAT))
+        checksums = read_checksums(header, path, _WHAT, required=header["version"] >= 2)
+        arrays = {name: jnp.asarray(read_array(archive, name, dtype, shape, path, _WHAT,
+                                               checksums))
                   for name, (shape, dtype) in shapes.items()}
     arrays.setdefault("cover", jnp.full((T, 2**D), jnp.nan, jnp.float32))  # unknown
     trees = BinnedTree(**{name: arrays[name] for name in BinnedTree._fields})

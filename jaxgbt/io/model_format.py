@@ -1,11 +1,12 @@
 """Saving and loading models: a zip of a JSON header and .npy arrays, no pickle.
 
-Format ``jaxgbt.model`` version 2 (documented in docs/model_format.md):
+Format ``jaxgbt.model`` version 3 (documented in docs/model_format.md):
 
-  header.json   {"format": "jaxgbt.model", "version": 2, "objective": NAME,
+  header.json   {"format": "jaxgbt.model", "version": 3, "objective": NAME,
                  "custom_link": bool, "n_features": F, "n_trees": T, "depth": D,
                  "n_outputs": K, "vector_output": bool, "jaxgbt_version": STR,
-                 "arrays": {NAME: {"dtype": STR, "shape": [..]}}}
+                 "arrays": {NAME: {"dtype": STR, "shape": [..]}},
+                 "sha256": {MEMBER: HEX}}
   NAME.npy      one per array of the Booster, read with allow_pickle=False
 
 A depthwise model adds the optional header field "grow_policy": "depthwise" (its split
@@ -16,6 +17,8 @@ files without them load as before. A model with column names adds the optional h
 field "feature_names" (a list of F distinct strings); files without it load with None.
 Version 2 adds the array cover.npy (f32[T, 2**D], each leaf's training Hessian sum),
 optional: version 1 files, and models without covers, load with ``cover=None``.
+Version 3 adds the header field "sha256" (each member's SHA-256, verified before the
+member is parsed); version 1 and 2 files, which have none, load unverified.
 
 ``save`` writes to a temporary file in the target folder, flushes it to disk and
 renames it over the target, so a crash never leaves a half-written model. ``load``
@@ -39,15 +42,18 @@ from jaxgbt.io.archive import (
     header_int,
     open_archive,
     read_array,
+    read_checksums,
     read_header,
+    verify_member,
     write_archive,
 )
 from jaxgbt.objectives import Link, Objective, by_name
 from jaxgbt.version import __version__
 
 FORMAT = "jaxgbt.model"
-VERSION = 2
-OLDEST_VERSION = 1  # version 1 files have no cover.npy
+VERSION = 3
+OLDEST_VERSION = 1  # version 1 files have no cover.npy, versions 1 and 2 no checksums
+FIRST_CHECKSUMMED_VERSION = 3
 MAX_FEATURES = 10_000_000
 MAX_OUTPUTS = 100_000
 # Leaf values a loadable model may hold (1 GiB of float32): a zip compresses a model of
@@ -142,6 +148,8 @@ def read_model(path, link: Link | None = None) -> dict:
     """
     with open_archive(path) as archive:
         header = read_header(archive, path, FORMAT, VERSION, oldest=OLDEST_VERSION)
+        checksums = read_checksums(
+            header, path, required=header["version"] >= FIRST_CHECKSUMMED_VERSION)
         F = header_int(header, "n_features", 1, MAX_FEATURES, path)
         T = header_int(header, "n_trees", 0, MAX_TREES, path)
         D = header_int(header, "depth", 1, MAX_DEPTH, path)
@@ -159,14 +167,16 @@ def read_model(path, link: Link | None = None) -> dict:
             fail(path, f"a scalar-output model must have n_outputs=1, not {K}")
         if T * 2**D * K > MAX_LEAF_VALUES:
             fail(path, f"{T} trees x {2**D} leaves x {K} outputs is too large to load")
-        arrays = {field: read_array(archive, field, _DTYPES[field], shape, path)
+        arrays = {field: read_array(archive, field, _DTYPES[field], shape, path,
+                                    checksums=checksums)
                   for field, shape in _expected_shapes(T, D, K, grow_policy).items()}
         cover = None
         if "cover.npy" in archive.namelist():
-            cover = read_array(archive, "cover", "float32", (T, 2**D), path)
+            cover = read_array(archive, "cover", "float32", (T, 2**D), path,
+                               checksums=checksums)
             if not np.isfinite(cover).all():
                 fail(path, "cover must be finite")
-        encoder = _read_encoder(archive, header, F, path)
+        encoder = _read_encoder(archive, header, F, path, checksums)
     split_features = F if encoder is None else encoder.n_encoded
     if ((arrays["feature"] < 0) | (arrays["feature"] >= split_features)).any():
         fail(path, f"feature indices must lie in [0, {split_features})")
@@ -237,9 +247,11 @@ def _read_training_record(header: dict, n_trees: int, path):
 _COLUMN_KEYS = {"index", "kind", "n_categories", "missing", "labelled"}
 
 
-def _read_encoder(archive: zipfile.ZipFile, header: dict, n_features: int, path):
+def _read_encoder(archive: zipfile.ZipFile, header: dict, n_features: int, path,
+                  checksums: dict[str, str] | None):
     """The optional categorical Encoder of a model file (None when absent), checked:
-    column layout, sizes, finite statistics, increasing categories, and labels."""
+    column layout, sizes, finite statistics, increasing categories, and labels (each
+    member against its SHA-256 in ``checksums`` when given)."""
     record = header.get("categorical")
     if record is None:
         return None
@@ -271,12 +283,14 @@ def _read_encoder(archive: zipfile.ZipFile, header: dict, n_features: int, path)
     if n_categories > MAX_CATEGORIES or n_stats * n_targets > MAX_LEAF_VALUES \
             or not 1 <= width <= MAX_FEATURES:
         fail(path, "the categorical encoding is too large to load")
-    known = read_array(archive, "categories", "float32", (n_categories,), path)
-    stats = read_array(archive, "category_stats", "float32", (n_stats, n_targets), path)
+    known = read_array(archive, "categories", "float32", (n_categories,), path,
+                       checksums=checksums)
+    stats = read_array(archive, "category_stats", "float32", (n_stats, n_targets), path,
+                       checksums=checksums)
     if not np.isfinite(known).all() or not np.isfinite(stats).all():
         fail(path, "categories and category_stats must be finite")
     labels = _read_labels(archive, [size for _, size, _, labelled in described.values()
-                                    if labelled], path)
+                                    if labelled], path, checksums)
     columns, all_labels, offset, stats_offset = [], [], 0, 0
     for index in range(n_features):
         if index not in described:
@@ -298,9 +312,10 @@ def _read_encoder(archive: zipfile.ZipFile, header: dict, n_features: int, path)
                                tuple(all_labels))
 
 
-def _read_labels(archive: zipfile.ZipFile, sizes: list[int], path) -> list[tuple]:
+def _read_labels(archive: zipfile.ZipFile, sizes: list[int], path,
+                 checksums: dict[str, str] | None) -> list[tuple]:
     """labels.json: one list of distinct labels (str, int or finite float) per labelled
-    column, of the sizes the header gives."""
+    column, of the sizes the header gives, verified against ``checksums`` when given."""
     if not sizes:
         return []
     try:
@@ -310,8 +325,13 @@ def _read_labels(archive: zipfile.ZipFile, sizes: list[int], path) -> list[tuple
     if info.file_size > _LABELS_BYTES:
         fail(path, f"{LABELS_MEMBER} declares {info.file_size} bytes (limit {_LABELS_BYTES})")
     try:
-        labels = json.loads(archive.read(info).decode("utf-8"))
-    except Exception as error:  # noqa: BLE001 - bad zip data, not UTF-8, not JSON, too deep
+        data = archive.read(info)
+    except Exception as error:  # noqa: BLE001 - bad CRC, bad compression, truncation
+        fail(path, f"{LABELS_MEMBER} could not be read ({type(error).__name__}: {error})")
+    verify_member(data, LABELS_MEMBER, checksums, path)
+    try:
+        labels = json.loads(data.decode("utf-8"))
+    except Exception as error:  # noqa: BLE001 - not UTF-8, not JSON, too deep
         fail(path, f"{LABELS_MEMBER} could not be read ({type(error).__name__}: {error})")
     if not isinstance(labels, list) or [len(x) if isinstance(x, list) else -1
                                         for x in labels] != sizes:
