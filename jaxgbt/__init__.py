@@ -10,6 +10,8 @@ from jaxgbt.differentiable import pairwise_auc_loss as pairwise_auc_loss
 from jaxgbt.differentiable import soft_predict_raw as soft_predict_raw
 from jaxgbt.engine.cache import enable_persistent_cache
 from jaxgbt.evaluation import metrics as metrics
+from jaxgbt.evaluation.evaluator import Callback as Callback
+from jaxgbt.evaluation.evaluator import EvalState as EvalState
 from jaxgbt.fitting import fit as fit
 from jaxgbt.forest import Forest as Forest
 from jaxgbt.forest import fit_forest as fit_forest

@@ -36,7 +36,7 @@ from jaxgbt.objectives.derivatives import newton_constant
 def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int = 6,
         grow_policy: str = "oblivious", learning_rate=0.1, n_bins: int = 256, l2=1.0, l1=0.0,
         min_split_gain=0.0, min_child_weight=1.0, base_score=None, sample_weight=None,
-        seed: int = 0,
+        seed: int = 0, base_margin=None, eval_base_margin=None,
         boosting: str = "plain",
         n_outputs: int | None = None, link: Link | None = None, hessian: str | None = None,
         hessian_floor=0.0, group=None, subsample=1.0, sampling: str = "bernoulli",
@@ -79,8 +79,18 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
       min_child_weight: least Hessian sum a child must hold for its node's gain to
         count.
       base_score: starting margin; default: the constant minimising the loss.
+        Not with ``base_margin``.
       sample_weight: array of shape (N,), non-negative.
       seed: seeds every random choice of the fit (the rows used for binning).
+      base_margin: each row's starting margin, f32[N] (f32[N, K] for vector outputs),
+        on the scale of ``predict_raw`` (XGBoost's ``base_margin``, LightGBM's
+        ``init_score``): an offset such as log exposure, or another model's margins to
+        boost on top of. It replaces ``base_score``, which is then 0: the model holds
+        only the trees, and ``predict(X, base_margin=m)`` adds them to ``m`` (without
+        ``base_margin``, predictions are the trees' alone, as from margin 0). See
+        docs/training.md.
+      eval_base_margin: with ``base_margin`` and ``eval_set``: one margin per eval set,
+        in the same order, each shaped as ``base_margin`` for that set's rows.
       boosting: "plain" or "ordered" (CatBoost's ordered boosting, for small data: each
         row's gradient is taken at a margin built only from the rows before it in a random
         order drawn from ``seed``, which removes the optimistic bias of gradients on rows
@@ -125,8 +135,11 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
         default: the objective's usual metric (its own loss for a custom loss).
       early_stopping_rounds: stop when the first metric on the last eval set has not
         improved for this many rounds; ``predict`` then uses the best round.
-      callbacks: functions called after every chunk of rounds with an
-        ``evaluation.EvalState``; one returning True stops training.
+      callbacks: functions ``callback(state)`` called after every round with a
+        ``jaxgbt.EvalState`` (round index, that round's scores, the history, the model
+        so far on request); one returning True stops training after that round, and the
+        model ends there. ``jaxgbt.Callback(function, period=10)`` calls it every tenth
+        round. They are replayed on the host after each compiled chunk of 16 rounds.
       verbose: 0 prints nothing; 1 shows progress on stderr with the latest validation
         scores: a progress bar on a terminal (its last line stays after training), plain
         lines at about every tenth of the trees elsewhere (``jaxgbt.evaluation.progress``).
@@ -175,9 +188,11 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
         sampling, subsample, colsample_bytree, colsample_bylevel, colsample_bynode, grow_policy)
     params = params._replace(**spec.constraints(monotone, interactions, data.X.shape[1]))
     spec.check_loss_output(objective, data.y, n_outputs, vector_output, kind)
+    margin = _base_margin(base_margin, base_score, eval_base_margin, eval_set, data.n_rows,
+                          n_outputs, vector_output)
     if checkpoint_path is not None:
         check.check_int(checkpoint_every, "checkpoint_every", 1)
-        if any(check.is_traced(p) for p in jax.tree.leaves((params, data.weight, base_score))):
+        if any(map(check.is_traced, jax.tree.leaves((params, data.weight, base_score, margin)))):
             raise ValueError("checkpoint_path cannot be used inside jax.vmap or jax.jit: a "
                              "checkpoint is written from the host. Fit without it there.")
     mesh = spec.mesh(devices)
@@ -199,12 +214,10 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
     if config.ordered:  # one random order of the rows for the whole fit, from the seed
         train_data = train_data._replace(
             order=compiled_row_order(params.sampling.key, n_rows=data.n_rows))
-    if init_model is None:
-        start = _base_score(objective, base_score, train_data, config, params)
-        start_raw, round_offset = None, 0
-    else:
-        start, start_raw, round_offset = _warm_start(init_model, base_score, data, config)
-    traced = any(check.is_traced(p) for p in jax.tree.leaves((params, data.weight, start)))
+    start, start_raw, round_offset = _starting_margins(objective, base_score, margin,
+                                                       init_model, data, train_data, config,
+                                                       params)
+    traced = any(map(check.is_traced, jax.tree.leaves((params, data.weight, start, start_raw))))
     # The training program is compiled before the data is binned, and the memory freed
     # on the way handed back: the first fit's peak is then the larger of compilation's
     # and training's, not their sum (docs/benchmarks.md, peak memory).
@@ -215,7 +228,7 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
     release_free_heap()  # the binning threads' sorted and transposed copies
     evaluator = _evaluator(eval_set, eval_metric, early_stopping_rounds, callbacks, verbose,
                            traced, objective, config, data, thresholds, start, kind,
-                           init_model, n_trees)
+                           init_model, n_trees, eval_base_margin)
     resume, on_chunk = None, (evaluator.after_chunk if evaluator.active else None)
     if checkpoint_path is not None:
         resume, on_chunk = _checkpointing(checkpoint_path, checkpoint_every, evaluator,
@@ -277,14 +290,68 @@ def _checkpointing(path, every: int, evaluator: Evaluator, data: TrainData, para
                          n_trees)
 
     def on_chunk(progress):
-        save(progress)
-        return evaluator.after_chunk(progress)
+        kept = evaluator.after_chunk(progress)
+        # A callback that stopped inside the chunk cuts the fit back to an earlier round:
+        # the checkpoint keeps the last chunk saved, from which the same fit resumes and
+        # stops there again.
+        if kept is None or kept == progress.rounds_done:
+            save(progress)
+        return kept
 
     return resume, on_chunk
 
 
-def _warm_start(init_model, base_score, data: Dataset, config):
-    """(base score, starting margins f32[N, K], rounds done) of a model to continue."""
+def _base_margin(base_margin, base_score, eval_base_margin, eval_set, n_rows: int,
+                 n_outputs: int, vector_output: bool):
+    """``base_margin`` checked, as f32[N, K] (or None), and ``eval_base_margin``'s
+    agreement with it and with ``eval_set`` (each set's shape is checked with its rows)."""
+    if base_margin is None:
+        if eval_base_margin is not None:
+            raise ValueError("eval_base_margin was given without base_margin; the eval sets' "
+                             "margins start where the training rows' do: pass base_margin too.")
+        return None
+    if base_score is not None:
+        raise ValueError("base_score and base_margin both set the starting margin; drop "
+                         "base_score (base_margin replaces it; add a constant to the margins "
+                         "instead).")
+    if eval_set:
+        if not isinstance(eval_base_margin, (list, tuple)) or len(eval_base_margin) != len(
+                eval_set):
+            got = (f"{len(eval_base_margin)} entries" if isinstance(eval_base_margin,
+                                                                    (list, tuple))
+                   else repr(type(eval_base_margin).__name__))
+            raise ValueError(f"fit has base_margin, so each of the {len(eval_set)} eval sets "
+                             "needs its own: pass eval_base_margin=[margin_0, ...], one per "
+                             f"eval set in order; got {got}.")
+    elif eval_base_margin:
+        raise ValueError("eval_base_margin was given without eval_set.")
+    return check.check_base_margin(base_margin, n_rows, n_outputs, vector_output)
+
+
+def _starting_margins(objective: Objective, base_score, margin, init_model, data: Dataset,
+                      train_data: TrainData, config: BoostConfig, params: BoostParams):
+    """(base score f32[K], starting margins f32[N, K] or None, rounds done before)."""
+    if init_model is not None:
+        return _warm_start(init_model, base_score, data, config, margin)
+    if margin is not None:  # the margins replace base_score (XGBoost's convention)
+        start = jax.device_put(np.zeros(config.n_outputs, np.float32))
+        return start, margin if check.is_traced(margin) else jax.device_put(margin), 0
+    return _base_score(objective, base_score, train_data, config, params), None, 0
+
+
+def _model_so_far(trees, n_trees: int, *, thresholds, start, objective, data, config,
+                  init_model) -> Booster:
+    """The model of the first ``n_trees`` of a stack of trees (after ``init_model``'s),
+    as a callback's ``EvalState.model()`` builds it. Sliced on the host: on device each
+    new length would compile."""
+    trees = jax.tree.map(lambda a: jax.device_put(np.asarray(a)[:n_trees]), trees)
+    model = _booster(trees, thresholds, start, objective, data, config, None, None)
+    return model if init_model is None else _append(init_model, model)
+
+
+def _warm_start(init_model, base_score, data: Dataset, config, margin=None):
+    """(base score, starting margins f32[N, K], rounds done) of a model to continue;
+    ``margin`` f32[N, K] replaces its base score."""
     X = data.X
     if not isinstance(init_model, Booster):
         raise TypeError(f"init_model must be a jaxgbt Booster; got {type(init_model).__name__}.")
@@ -307,7 +374,7 @@ def _warm_start(init_model, base_score, data: Dataset, config):
     if None not in names and names[0] != names[1]:
         raise ValueError(f"init_model was trained on the columns {list(names[0])} but "
                          f"feature_names={list(names[1])}; continue it with the same columns.")
-    raw = init_model.predict_raw(X, n_trees=init_model.n_trees)
+    raw = init_model.predict_raw(X, n_trees=init_model.n_trees, base_margin=margin)
     raw = raw if config.vector_output else raw[:, None]
     return init_model.base_score, raw.astype(jnp.float32), init_model.n_trees
 
@@ -334,7 +401,7 @@ def _append(first: Booster, then: Booster) -> Booster:
 
 def _evaluator(eval_set, eval_metric, early_stopping_rounds, callbacks, verbose, traced,
                objective, config, data: Dataset, thresholds, start, kind, init_model,
-               n_trees) -> Evaluator:
+               n_trees, eval_base_margin=None) -> Evaluator:
     """Validates and bins the validation sets; returns the per-chunk evaluator."""
     if early_stopping_rounds is not None:
         check.check_int(early_stopping_rounds, "early_stopping_rounds", 1)
@@ -349,6 +416,7 @@ def _evaluator(eval_set, eval_metric, early_stopping_rounds, callbacks, verbose,
         raise ValueError("callbacks cannot run inside jax.vmap or jax.jit.")
     if any(not callable(c) for c in callbacks):
         raise TypeError("callbacks must be functions taking an EvalState.")
+    start_margins = init_model is not None or eval_base_margin is not None
     sets, starts = [], []
     for i, entry in enumerate(eval_set or []):
         rows = read_eval_set(i, entry, encoder=data.encoder, n_features=data.X.shape[1],
@@ -359,16 +427,27 @@ def _evaluator(eval_set, eval_metric, early_stopping_rounds, callbacks, verbose,
         layout = None if rows.group is None else metrics_module.query_layout(rows.group)
         sets.append(EvalSet(rows.name, jax.device_put(apply_bins(rows.X, thresholds)),
                             jax.tree.map(jnp.asarray, rows.y), jnp.asarray(rows.weight), layout))
+        margin = None
+        if eval_base_margin is not None:
+            margin = check.check_base_margin(eval_base_margin[i], rows.X.shape[0],
+                                             config.n_outputs, config.vector_output,
+                                             f"eval_base_margin[{i}]")
         if init_model is not None:
-            raw = init_model.predict_raw(rows.X, n_trees=init_model.n_trees)
+            raw = init_model.predict_raw(rows.X, n_trees=init_model.n_trees,
+                                         base_margin=margin)
             starts.append(raw if config.vector_output else raw[:, None])
+        elif margin is not None:
+            starts.append(jax.device_put(margin))
     metrics = resolve_metrics(eval_metric, objective, config.vector_output, kind != "row")
     if kind == "dataset" and metrics and any(getattr(m, "on_margin", False) for m in metrics):
         raise ValueError(f"loss {objective.name!r} couples all rows: give eval_metric.")
+    model_of = functools.partial(_model_so_far, thresholds=thresholds, start=start,
+                                 objective=objective, data=data, config=config,
+                                 init_model=init_model)
     return Evaluator(sets, metrics, start, objective.link, config.vector_output, config.n_bins,
                      early_stopping_rounds, callbacks, verbose, traced,
-                     starts if init_model is not None else None, n_trees,
-                     grow_policy=config.grow_policy)
+                     starts if start_margins else None, n_trees,
+                     grow_policy=config.grow_policy, model_of=model_of)
 
 
 def _checkpointer(path, every: int, key: str, start: int, n_trees: int):

@@ -16,7 +16,7 @@ from jaxgbt.core.layout import Layout, Oblivious, layout
 from jaxgbt.data import frames
 from jaxgbt.data.categorical import Encoder
 from jaxgbt.data.transfer import to_device
-from jaxgbt.data.validation import check_predict_X, is_traced, unmasked
+from jaxgbt.data.validation import check_base_margin, check_predict_X, is_traced, unmasked
 from jaxgbt.explain import importance, interop, shap
 from jaxgbt.io import dump as tree_dump
 from jaxgbt.io import model_format
@@ -152,7 +152,7 @@ class Booster:
         X = self._check_X(X)
         return _compiled_leaf_index(_for_prediction(self), X)
 
-    def predict_raw(self, X, n_trees: int | None = None) -> jax.Array:
+    def predict_raw(self, X, n_trees: int | None = None, base_margin=None) -> jax.Array:
         """Raw margins: f32[N] for scalar models, f32[N, K] for vector outputs.
 
         Args:
@@ -163,15 +163,21 @@ class Booster:
           n_trees: use only the first n_trees trees (default: all of them, or those up
             to ``best_round`` when early stopping chose one; pass ``self.n_trees`` to
             use every tree then).
+          base_margin: f32[N] (f32[N, K] for vector outputs): each row's starting
+            margin, used instead of ``base_score`` (XGBoost's convention): the result
+            is ``base_margin`` plus the trees. A model fitted with ``base_margin`` has
+            ``base_score`` 0, so without one it gives the trees alone.
         """
-        return self._predictions(X, n_trees, linked=False)
+        return self._predictions(X, n_trees, linked=False, base_margin=base_margin)
 
-    def predict(self, X, n_trees: int | None = None) -> jax.Array:
+    def predict(self, X, n_trees: int | None = None, base_margin=None) -> jax.Array:
         """Predictions: the objective's inverse link applied to ``predict_raw``
-        (probabilities for ``logistic``); the raw margins when it has none."""
-        return self._predictions(X, n_trees, linked=True)
+        (probabilities for ``logistic``); the raw margins when it has none.
+        ``base_margin`` as for ``predict_raw``."""
+        return self._predictions(X, n_trees, linked=True, base_margin=base_margin)
 
-    def _predictions(self, X, n_trees: int | None, linked: bool) -> jax.Array:
+    def _predictions(self, X, n_trees: int | None, linked: bool,
+                     base_margin=None) -> jax.Array:
         """``predict_raw`` (``linked=False``) or ``predict``.
 
         X read on the host (arrays, DataFrames) is padded to a bucket of rows
@@ -182,9 +188,11 @@ class Booster:
         """
         if is_traced(X) or isinstance(X, jax.Array):
             X, n_rows, encoded = self._check_X(X), None, True
+            margin = self._start_margin(base_margin, X.shape[0], X.shape[0])
         else:
             X = self.read_rows(X)
             n_rows, encoded = X.shape[0], False
+            margin = self._start_margin(base_margin, n_rows, bucket_rows(n_rows))
             if bucket_rows(n_rows) != n_rows:
                 padded = np.zeros((bucket_rows(n_rows), X.shape[1]), np.float32)
                 padded[:n_rows] = X
@@ -199,7 +207,7 @@ class Booster:
                 self, leaf_value=jnp.where(kept[..., None, None], self.leaf_value, 0.0))
         else:
             model = self
-        out = _compiled_margins(_for_prediction(model), X, encoded=encoded)
+        out = _compiled_margins(_for_prediction(model), X, margin, encoded=encoded)
         if linked and self.objective.link is not None:
             # Outside the compiled margins, as it always was: fused into them, the link
             # rounded some predictions differently (by 6e-8).
@@ -209,6 +217,17 @@ class Booster:
         if is_traced(out):  # the model is traced (jax.vmap over models)
             return out[:n_rows]
         return jax.device_put(np.asarray(out)[:n_rows])  # sliced on the host: no compile
+
+    def _start_margin(self, base_margin, n_rows: int, padded_rows: int):
+        """``base_margin`` checked (``predict``'s argument), as f32[padded_rows, K]
+        with zeros in the padding rows; None when not given."""
+        if base_margin is None:
+            return None
+        margin = check_base_margin(base_margin, n_rows, self.n_outputs, self.vector_output)
+        if is_traced(margin) or padded_rows == n_rows:
+            return margin
+        return np.concatenate([margin, np.zeros((padded_rows - n_rows, self.n_outputs),
+                                                np.float32)])
 
     def first_trees(self, n_trees: int) -> "Booster":
         """The model made of the first n_trees trees."""
@@ -582,12 +601,18 @@ _compiled_predict_raw = jax.jit(_predict_raw)
 
 
 @functools.partial(jax.jit, static_argnames="encoded")
-def _compiled_margins(model: Booster, X: jax.Array, *, encoded: bool) -> jax.Array:
+def _compiled_margins(model: Booster, X: jax.Array, start_margin: jax.Array | None = None, *,
+                      encoded: bool) -> jax.Array:
     """f32[N] (f32[N, K] for vector outputs): the margins of X f32[N, F] (categorical
-    columns as raw codes unless ``encoded``), as one program."""
+    columns as raw codes unless ``encoded``), as one program; with ``start_margin``
+    f32[N, K], that margin replaces ``base_score``."""
     if not encoded and model.encoder is not None:
         X = model.encoder.encode(X)
+    if start_margin is not None:
+        model = dataclasses.replace(model, base_score=jnp.zeros_like(model.base_score))
     raw = _predict_raw(model, X)
+    if start_margin is not None:
+        raw = raw + start_margin
     return raw if model.vector_output else raw[:, 0]
 
 

@@ -87,7 +87,7 @@ def cv(loss: "str | Objective | Callable", X, y, *, n_folds: int = 5,
         raise ValueError(f"cv: loss {objective.name!r} couples all rows (its risk sets), so a "
                          "held-out row of weight 0 still changes the others' gradients; "
                          "cross-validate it with separate fits on each fold's rows.")
-    for name in ("eval_set", "early_stopping_rounds"):
+    for name in ("eval_set", "eval_base_margin", "early_stopping_rounds"):
         if name in fit_kwargs:
             raise ValueError(f"cv: {name} is not allowed; each fold is scored on its held-out "
                              "rows, and best_round comes from the mean curve.")

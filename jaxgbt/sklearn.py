@@ -123,7 +123,7 @@ class _JaxGBTModel(BaseEstimator):
 
     def _fit(self, X, y, *, loss, fit_y, sample_weight, eval_set, eval_metric,
              early_stopping_rounds, callbacks, categorical_features, init_model,
-             group=None, n_outputs=None, link=None):
+             group=None, n_outputs=None, link=None, base_margin=None, eval_base_margin=None):
         """Fits the Booster on validated labels ``fit_y`` and sets the fitted attributes.
 
         Args:
@@ -140,7 +140,7 @@ class _JaxGBTModel(BaseEstimator):
                       n_outputs=n_outputs, eval_set=eval_set, eval_metric=eval_metric,
                       early_stopping_rounds=early_stopping_rounds, callbacks=callbacks,
                       categorical_features=categorical_features, init_model=init_model,
-                      **settings)
+                      base_margin=base_margin, eval_base_margin=eval_base_margin, **settings)
         self.booster_ = booster
         self.best_iteration_ = (None if booster.best_round is None
                                 else int(booster.best_round))
@@ -155,11 +155,11 @@ class _JaxGBTModel(BaseEstimator):
         total = gain.sum()
         return gain / total if total > 0 else np.zeros_like(gain)
 
-    def _raw(self, X) -> np.ndarray:
+    def _raw(self, X, base_margin=None) -> np.ndarray:
         """Raw margins: f32[N], or f32[N, K] for vector-output models."""
         check_is_fitted(self, "booster_")
         X = self._validated_X(X, reset=False)
-        return _to_numpy(self.booster_.predict_raw(X))
+        return _to_numpy(self.booster_.predict_raw(X, base_margin=base_margin))
 
 
 def _read_eval_set(eval_set, labels) -> list | None:
@@ -214,7 +214,7 @@ class JaxGBTRegressor(RegressorMixin, _JaxGBTModel):
 
     def fit(self, X, y, *, sample_weight=None, eval_set=None, eval_metric=None,
             early_stopping_rounds=None, callbacks=(), categorical_features=None,
-            init_model=None) -> "JaxGBTRegressor":
+            init_model=None, base_margin=None, eval_base_margin=None) -> "JaxGBTRegressor":
         """Fits the model.
 
         Args:
@@ -227,10 +227,15 @@ class JaxGBTRegressor(RegressorMixin, _JaxGBTModel):
             loss's usual metric).
           early_stopping_rounds: stop when the first metric on the last validation set
             has not improved for this many rounds; predictions then use the best round.
-          callbacks: functions called after every chunk of 16 rounds (``jaxgbt.fit``).
+          callbacks: functions called after every round with a ``jaxgbt.EvalState``;
+            True stops training there (``jaxgbt.fit``; ``jaxgbt.Callback`` sets a period).
           categorical_features: column indices or names of categorical columns
             (default: a DataFrame's ``category`` columns).
           init_model: a fitted estimator or ``Booster`` to continue.
+          base_margin: array-like of shape (N,) ((N, K) for vector outputs): each row's
+            starting raw margin, replacing ``base_score`` (``jaxgbt.fit``); pass the new
+            rows' margins to ``predict`` too.
+          eval_base_margin: with ``base_margin``: one such array per ``eval_set`` entry.
         """
         X = self._validated_X(X, reset=True, categorical_features=categorical_features)
         y = _finite_labels(y, np.float64)
@@ -239,13 +244,15 @@ class JaxGBTRegressor(RegressorMixin, _JaxGBTModel):
                          eval_set=_read_eval_set(eval_set, _identity),
                          eval_metric=eval_metric, early_stopping_rounds=early_stopping_rounds,
                          callbacks=callbacks, categorical_features=categorical_features,
-                         init_model=init_model)
+                         init_model=init_model, base_margin=base_margin,
+                         eval_base_margin=eval_base_margin)
 
-    def predict(self, X) -> np.ndarray:
-        """f32[N]: the predictions (the loss's inverse link applied to the margins)."""
+    def predict(self, X, base_margin=None) -> np.ndarray:
+        """f32[N]: the predictions (the loss's inverse link applied to the margins);
+        ``base_margin``: the rows' starting margins when the fit had them."""
         check_is_fitted(self, "booster_")
         X = self._validated_X(X, reset=False)
-        return _to_numpy(self.booster_.predict(X))
+        return _to_numpy(self.booster_.predict(X, base_margin=base_margin))
 
 
 class JaxGBTClassifier(ClassifierMixin, _JaxGBTModel):
@@ -264,7 +271,7 @@ class JaxGBTClassifier(ClassifierMixin, _JaxGBTModel):
 
     def fit(self, X, y, *, sample_weight=None, eval_set=None, eval_metric=None,
             early_stopping_rounds=None, callbacks=(), categorical_features=None,
-            init_model=None) -> "JaxGBTClassifier":
+            init_model=None, base_margin=None, eval_base_margin=None) -> "JaxGBTClassifier":
         """Fits the model; arguments as in ``JaxGBTRegressor.fit``, y holding class
         labels of any type (those of ``eval_set`` must be among them)."""
         X = self._validated_X(X, reset=True, categorical_features=categorical_features)
@@ -283,7 +290,8 @@ class JaxGBTClassifier(ClassifierMixin, _JaxGBTModel):
                          eval_set=_read_eval_set(eval_set, lambda v: _encoded(encoder, v)),
                          eval_metric=eval_metric, early_stopping_rounds=early_stopping_rounds,
                          callbacks=callbacks, categorical_features=categorical_features,
-                         init_model=init_model)
+                         init_model=init_model, base_margin=base_margin,
+                         eval_base_margin=eval_base_margin)
 
     def _classifier_loss(self):
         """(loss, n_outputs, link) for ``jaxgbt.fit`` from ``loss`` and the class count."""
@@ -297,27 +305,29 @@ class JaxGBTClassifier(ClassifierMixin, _JaxGBTModel):
         link = self.link if self.link is not None else (_sigmoid if binary else _softmax)
         return self.loss, (None if binary else self.n_classes_), link
 
-    def decision_function(self, X) -> np.ndarray:
-        """Raw margins: f32[N] (two classes: the margin of ``classes_[1]``) or f32[N, K]."""
-        return self._raw(X)
+    def decision_function(self, X, base_margin=None) -> np.ndarray:
+        """Raw margins: f32[N] (two classes: the margin of ``classes_[1]``) or f32[N, K];
+        ``base_margin`` as for ``predict``."""
+        return self._raw(X, base_margin)
 
-    def predict_proba(self, X) -> np.ndarray:
-        """f32[N, K]: class probabilities, columns in the order of ``classes_``."""
+    def predict_proba(self, X, base_margin=None) -> np.ndarray:
+        """f32[N, K]: class probabilities, columns in the order of ``classes_``;
+        ``base_margin``: the rows' starting margins when the fit had them."""
         check_is_fitted(self, "booster_")
         X = self._validated_X(X, reset=False)
-        proba = _to_numpy(self.booster_.predict(X))
+        proba = _to_numpy(self.booster_.predict(X, base_margin=base_margin))
         if proba.ndim == 1:
             proba = np.stack([1 - proba, proba], axis=1)
         return proba
 
-    def predict_log_proba(self, X) -> np.ndarray:
+    def predict_log_proba(self, X, base_margin=None) -> np.ndarray:
         """f32[N, K]: the log of ``predict_proba``."""
         with np.errstate(divide="ignore"):
-            return np.log(self.predict_proba(X))
+            return np.log(self.predict_proba(X, base_margin))
 
-    def predict(self, X) -> np.ndarray:
+    def predict(self, X, base_margin=None) -> np.ndarray:
         """Labels of shape (N,): the most probable class of each row, from ``classes_``."""
-        proba = self.predict_proba(X)  # first, so that an unfitted model says so
+        proba = self.predict_proba(X, base_margin)  # first: an unfitted model says so
         return self.classes_[np.argmax(proba, axis=1)]
 
 
@@ -340,7 +350,8 @@ class JaxGBTRanker(_JaxGBTModel):
 
     def fit(self, X, y, *, group=None, sample_weight=None, eval_set=None, eval_group=None,
             eval_metric=None, early_stopping_rounds=None, callbacks=(),
-            categorical_features=None, init_model=None) -> "JaxGBTRanker":
+            categorical_features=None, init_model=None, base_margin=None,
+            eval_base_margin=None) -> "JaxGBTRanker":
         """Fits the model; arguments as in ``JaxGBTRegressor.fit``, plus:
 
         Args:
@@ -357,11 +368,12 @@ class JaxGBTRanker(_JaxGBTModel):
                          eval_set=_ranking_eval_set(eval_set, eval_group),
                          eval_metric=eval_metric, early_stopping_rounds=early_stopping_rounds,
                          callbacks=callbacks, categorical_features=categorical_features,
-                         init_model=init_model)
+                         init_model=init_model, base_margin=base_margin,
+                         eval_base_margin=eval_base_margin)
 
-    def predict(self, X) -> np.ndarray:
-        """f32[N]: ranking scores, higher first."""
-        return self._raw(X)
+    def predict(self, X, base_margin=None) -> np.ndarray:
+        """f32[N]: ranking scores, higher first (``base_margin`` as for the regressor)."""
+        return self._raw(X, base_margin)
 
     def score(self, X, y, group=None, sample_weight=None) -> float:
         """The mean NDCG over the queries of ``group`` (all rows one query when None);

@@ -179,6 +179,8 @@ def vmapped_fit(objective: Objective, X, y, rows: dict[str, jax.Array],
         kwargs = dict(fit_kwargs)
         if valid_set is not None:
             kwargs["eval_set"] = [dict(valid_set, sample_weight=row.pop("_valid_weight"))]
+            if kwargs.get("base_margin") is not None:  # the validation rows are X's
+                kwargs["eval_base_margin"] = [kwargs["base_margin"]]
         return fit(objective, X, y, **kwargs, **row)
 
     n_batches = math.ceil(n_members / batch_size)

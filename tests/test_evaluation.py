@@ -71,17 +71,74 @@ def test_default_metric_follows_the_objective_and_custom_losses_use_themselves(s
                                np.mean(0.5 * (staged - y_val[None]) ** 2, axis=1), rtol=1e-5)
 
 
-def test_callbacks_see_the_state_and_can_stop(split):
+def test_callbacks_see_every_round_with_its_scores(split):
     X, y, X_val, y_val = split
     seen = []
 
-    def stop_after_two_chunks(state):
-        seen.append(state.rounds_done)
-        return state.rounds_done >= 32
+    def record(state):
+        seen.append((state.round, state.rounds_done, dict(state.scores),
+                     state.history["valid_0:rmse"].copy()))
 
-    model = jaxgbt.fit("squared_error", X, y, eval_set=[(X_val, y_val)],
-                       callbacks=[stop_after_two_chunks], **dict(SMALL, n_trees=100))
-    assert seen == [16, 32] and model.n_trees == 32
+    model = jaxgbt.fit("squared_error", X, y, eval_set=[(X_val, y_val)], callbacks=[record],
+                       **dict(SMALL, n_trees=40))
+    history = np.asarray(model.history["valid_0:rmse"], np.float64)
+    assert [entry[0] for entry in seen] == list(range(40))
+    for round_index, rounds_done, scores, so_far in seen:
+        assert rounds_done == round_index + 1
+        assert scores == {"valid_0:rmse": history[round_index]}
+        np.testing.assert_array_equal(so_far, history[:rounds_done])
+
+
+@pytest.fixture(scope="module")
+def stopped_at_round_23(split):
+    X, y, X_val, y_val = split
+    return jaxgbt.fit("squared_error", X, y, eval_set=[(X_val, y_val)],
+                      callbacks=[lambda state: state.round == 23], **dict(SMALL, n_trees=64))
+
+
+def test_a_callback_stopping_at_round_23_gives_the_fit_of_24_trees(split, stopped_at_round_23):
+    X, y, X_val, y_val = split
+    reference = jaxgbt.fit("squared_error", X, y, eval_set=[(X_val, y_val)],
+                           **dict(SMALL, n_trees=24))
+    model = stopped_at_round_23
+    assert model.n_trees == 24 and model.best_round is None
+    for name in ("feature", "threshold", "leaf_value", "base_score"):
+        np.testing.assert_array_equal(getattr(model, name), getattr(reference, name))
+    np.testing.assert_array_equal(model.history["valid_0:rmse"],
+                                  reference.history["valid_0:rmse"])
+
+
+@pytest.mark.parametrize("stop_round", [23, 10])
+def test_a_callback_stop_keeps_the_checkpoint_consistent(split, stopped_at_round_23, tmp_path,
+                                                         stop_round):
+    # The stop falls inside the second chunk; the checkpoint keeps the first (16 rounds),
+    # and the same fit resumes from it and stops at the same round: at 23, inside the
+    # chunk it runs, and at 10, among the rounds the checkpoint held.
+    X, y, X_val, y_val = split
+    settings = dict(SMALL, n_trees=64, eval_set=[(X_val, y_val)], checkpoint_every=16,
+                    checkpoint_path=tmp_path / "fit.ckpt")
+    jaxgbt.fit("squared_error", X, y, callbacks=[lambda state: state.round == 23], **settings)
+    resumed = jaxgbt.fit("squared_error", X, y,
+                         callbacks=[lambda state: state.round == stop_round], **settings)
+    assert resumed.n_trees == stop_round + 1
+    np.testing.assert_array_equal(resumed.leaf_value,
+                                  stopped_at_round_23.leaf_value[:stop_round + 1])
+
+
+def test_a_callback_with_a_period_sees_the_model_so_far(split):
+    X, y, _, _ = split
+    seen = []
+
+    def record(state):
+        seen.append((state.round, state.model().n_trees, np.asarray(state.model().predict(X))))
+
+    final = jaxgbt.fit("squared_error", X, y, callbacks=[jaxgbt.Callback(record, period=10)],
+                       **dict(SMALL, n_trees=40))
+    assert [(r, n) for r, n, _ in seen] == [(9, 10), (19, 20), (29, 30), (39, 40)]
+    for _, n_trees, predicted in seen:
+        np.testing.assert_array_equal(predicted, final.predict(X, n_trees=n_trees))
+    with pytest.raises(ValueError, match="period must be an integer >= 1"):
+        jaxgbt.Callback(record, period=0)
 
 
 def test_history_is_recorded_under_vmap(split):

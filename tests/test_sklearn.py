@@ -74,7 +74,8 @@ def test_expected_failures_are_documented():
 # fit's arguments that are not constructor parameters: the loss (``loss=``), the data,
 # and the settings of one fit, which are arguments of the estimators' fit.
 _PER_FIT = {"loss", "X", "y", "sample_weight", "group", "eval_set", "eval_metric",
-            "early_stopping_rounds", "callbacks", "categorical_features", "init_model"}
+            "early_stopping_rounds", "callbacks", "categorical_features", "init_model",
+            "base_margin", "eval_base_margin"}
 # Left out on purpose: the classifier sets n_outputs from the classes and the regressor
 # from y's shape; checkpoints and names belong to long fits with jaxgbt.fit itself.
 _NOT_EXPOSED = {"n_outputs", "checkpoint_path", "checkpoint_every", "feature_names"}

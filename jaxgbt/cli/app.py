@@ -38,7 +38,8 @@ DEFAULT_EARLY_STOPPING_ROUNDS = 50
 DATA_SETTINGS = ("target", "group", "weight", "categorical", "drop", "eval_fraction")
 # fit keywords the command line fills from the data (or that take Python objects).
 FROM_DATA = {"X", "y", "sample_weight", "group", "eval_set", "categorical_features",
-             "feature_names", "callbacks", "init_model", "link", "folds", "params"}
+             "feature_names", "callbacks", "init_model", "link", "folds", "params",
+             "base_margin", "eval_base_margin"}
 
 app = typer.Typer(name="jaxgbt", no_args_is_help=True, add_completion=False,
                   pretty_exceptions_enable=False,

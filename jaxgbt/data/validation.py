@@ -354,3 +354,38 @@ def check_feature_names(feature_names, columns: tuple | None,
                          f"{list(columns)}; leave feature_names out (the DataFrame's "
                          "column names are used) or pass matching names.")
     return names
+
+
+def check_base_margin(margin, n_rows: int, n_outputs: int, vector_output: bool,
+                      name: str = "base_margin"):
+    """A per-row starting margin as a new f32[N, K] array (K = 1 for scalar models).
+
+    Scalar models take shape (N,) (an (N, 1) column too), vector-output models (N, K).
+    A traced margin (under ``jax.vmap``) has its shape checked and is returned as it is,
+    reshaped to (N, K); its values are only known inside the program.
+    """
+    expected = f"({n_rows}, {n_outputs})" if vector_output else f"({n_rows},)"
+    if is_traced(margin):
+        shape = margin.shape
+    else:
+        array = _as_numeric_array(margin, name)
+        if array.dtype == bool:
+            raise TypeError(f"{name} must hold real numbers (margins on the scale of "
+                            "predict_raw); got booleans.")
+        shape = array.shape
+    if not (shape == (n_rows, n_outputs) or (not vector_output and shape == (n_rows,))):
+        raise ValueError(f"{name} must have shape {expected}, one raw margin per row"
+                         f"{' and output' if vector_output else ''} (the scale of "
+                         f"predict_raw); got {shape}.")
+    if is_traced(margin):
+        return margin.reshape(n_rows, n_outputs).astype(FLOAT_DTYPE)
+    if not np.isfinite(array).all():
+        bad = int((~np.isfinite(array)).sum())
+        raise ValueError(f"{name} has {bad} NaN or infinite values; margins must be finite "
+                         "(a log offset needs exposures > 0).")
+    with np.errstate(over="ignore"):
+        array = np.array(array, dtype=FLOAT_DTYPE).reshape(n_rows, n_outputs)
+    if not np.isfinite(array).all():
+        raise ValueError(f"{name} has values beyond float32's range (3.4e38), which "
+                         "training works in.")
+    return array

@@ -49,7 +49,7 @@ class Progress(NamedTuple):
 def train(config: BoostConfig, params: BoostParams, data: TrainData, base_score: jax.Array,
           n_trees: int, mesh: Mesh | None = None, resume: Progress | None = None,
           start_raw: jax.Array | None = None, round_offset: int = 0,
-          on_chunk: Callable[[Progress], None] | None = None) -> Progress:
+          on_chunk: Callable[[Progress], int | None] | None = None) -> Progress:
     """Boosts until ``n_trees`` rounds are done.
 
     Args:
@@ -62,22 +62,26 @@ def train(config: BoostConfig, params: BoostParams, data: TrainData, base_score:
       round_offset: rounds already done by an earlier model (warm start): round r here
         draws the samples and learning rate of round r + round_offset.
       on_chunk: called on the host with the progress after every chunk of rounds (for
-        validation and checkpoints); it returns True to stop training there. It forces
-        a wait for the device only if it reads the arrays.
+        validation and checkpoints); it returns None to go on, or the number of rounds
+        to keep to stop training there (the rounds done: stop after this chunk; fewer:
+        the progress is cut back to that round, its margins recomputed exactly). It
+        forces a wait for the device only if it reads the arrays.
 
     Returns:
-      The progress after ``n_trees`` rounds: trees, training margins f32[N, K] and
-      per-round counts of rows with non-finite gradients.
+      The progress after ``n_trees`` rounds (or where ``on_chunk`` stopped): trees,
+      training margins f32[N, K] and per-round counts of rows with non-finite gradients.
     """
     n_rows = data.weight.shape[0]
     done = _start(config, base_score, start_raw, n_rows) if resume is None else resume
     raw = _carried_margins(config, done)
+    unsharded = data
     if mesh is not None:
         data, raw = shard_rows(data, raw, mesh, config)
     run_chunk = chunk_runner(config, params, data, raw, mesh)
     n_trees_array = jnp.asarray(n_trees + round_offset, jnp.int32)
     parts = [(done.trees, done.bad_rows)]
     for first_round in range(done.rounds_done, n_trees, config.rounds_per_chunk):
+        chunk_start = (first_round, raw)
         raw, (trees, bad_rows) = run_chunk(params, data, raw,
                                            jnp.asarray(first_round + round_offset, jnp.int32),
                                            n_trees_array)
@@ -90,9 +94,43 @@ def train(config: BoostConfig, params: BoostParams, data: TrainData, base_score:
         if on_chunk is not None:
             done = _joined(parts, raw, n_rows)
             parts = [(done.trees, done.bad_rows)]
-            if on_chunk(done):
-                break
+            kept = on_chunk(done)
+            if kept is None:
+                continue
+            if kept < done.rounds_done:
+                # The margins of round ``kept`` are recomputed from the start of this
+                # chunk, or from round 0 when the stop falls among the rounds a resumed
+                # checkpoint held (only there can it fall before this chunk).
+                if kept < first_round:
+                    start = _carried_margins(config, _start(config, base_score, start_raw,
+                                                            n_rows))
+                    if mesh is not None:
+                        _, start = shard_rows(unsharded, start, mesh, config)
+                    chunk_start = (0, start)
+                raw = _margins_at(kept, chunk_start, run_chunk, params, data, round_offset,
+                                  config.rounds_per_chunk)
+                parts = [jax.tree.map(lambda a, kept=kept: _head(a, kept), parts[0])]
+            break
     return _joined(parts, raw, n_rows)
+
+
+def _margins_at(kept: int, origin: tuple, run_chunk, params: BoostParams, data: TrainData,
+                round_offset: int, rounds_per_chunk: int):
+    """The carried margins after ``kept`` rounds, rerun from ``origin`` (rounds done,
+    carried margins), at or before it, with rounds from ``kept`` on skipped: the same
+    margins a fit of ``kept`` trees ends with (one more chunk, only when a callback
+    stops inside one)."""
+    first, raw = origin
+    stop = jnp.asarray(kept + round_offset, jnp.int32)
+    for first_round in range(first, kept, rounds_per_chunk):
+        raw, _ = run_chunk(params, data, raw, jnp.asarray(first_round + round_offset, jnp.int32),
+                           stop)
+    return raw
+
+
+def _head(array, n: int):
+    """The first n entries of a stack (host slicing for concrete arrays: no compile)."""
+    return array[:n] if is_traced(array) else jax.device_put(np.asarray(array)[:n])
 
 
 def _start(config: BoostConfig, base_score: jax.Array, start_raw: jax.Array | None,

@@ -4,9 +4,12 @@ After each compiled chunk of rounds, the chunk's trees are applied to every vali
 set on device (the sets are binned once, with the training bin edges, so a tree is a
 few comparisons of bytes) and every metric is computed after every round, in one
 compiled scan. The host then reads one small array per chunk to decide whether to stop:
-early stopping costs a device round-trip per chunk, not per tree.
+early stopping costs a device round-trip per chunk, not per tree. Callbacks are then
+replayed on the host, one call per round of the chunk (or per ``period`` rounds), from
+those per-round scores; one that stops training cuts the model back to its round.
 """
 
+import dataclasses
 import functools
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
@@ -40,19 +43,61 @@ class EvalSet(NamedTuple):
 
 
 class EvalState(NamedTuple):
-    """What callbacks see after each chunk of rounds (host NumPy values).
+    """What a callback sees after a round (host NumPy values).
 
     Attributes:
-      rounds_done: rounds trained so far.
+      rounds_done: rounds trained so far; the round just trained is ``round``.
       history: {"<set>:<metric>": f64[rounds_done]}.
       best_round: the best round so far of the watched metric, or None.
       watched: the history key early stopping watches, or None without eval sets.
+      scores: {"<set>:<metric>": float}, this round's validation scores (the last
+        entries of ``history``).
+      model: a function of no arguments returning the model of the first
+        ``rounds_done`` trees (a ``Booster``), built only when called; None where no
+        model can be built (a bare evaluator).
     """
 
     rounds_done: int
     history: dict[str, np.ndarray]
     best_round: int | None
     watched: str | None
+    scores: dict[str, float] | None = None
+    model: Callable[[], Any] | None = None
+
+    @property
+    def round(self) -> int:
+        """The index of the round just trained, 0-based."""
+        return self.rounds_done - 1
+
+
+@dataclasses.dataclass(frozen=True)
+class Callback:
+    """A callback with its own period: ``function(state)`` is called after rounds
+    ``period - 1``, ``2 * period - 1``, ... (every round for ``period=1``, as a plain
+    function is). Returning True stops training after that round.
+
+    Any callable with an integer attribute ``period`` is read the same way.
+    """
+
+    function: Callable[[EvalState], Any]
+    period: int = 1
+
+    def __post_init__(self):
+        if isinstance(self.period, bool) or not isinstance(self.period, int) or self.period < 1:
+            raise ValueError(f"Callback period must be an integer >= 1; got {self.period!r}.")
+
+    def __call__(self, state: EvalState):
+        return self.function(state)
+
+
+def callback_period(callback: Callable) -> int:
+    """Rounds between two calls of ``callback``: its ``period`` attribute, default 1."""
+    period = getattr(callback, "period", 1)
+    if isinstance(period, bool) or not isinstance(period, (int, np.integer)) or period < 1:
+        raise ValueError(f"callback {getattr(callback, '__name__', callback)!r} has "
+                         f"period={period!r}; a period must be an integer >= 1 (rounds "
+                         "between calls).")
+    return int(period)
 
 
 @functools.cache
@@ -151,16 +196,23 @@ def best_round(values: np.ndarray, higher_is_better: bool) -> int:
 class Evaluator:
     """Keeps every validation set's margins and history across chunks of rounds.
 
-    ``after_chunk(progress)`` is the ``on_chunk`` hook of ``boosting.train``: it scores
-    the new rounds, shows progress (``verbose``), calls the user's callbacks and returns
-    True to stop.
+    ``after_chunk(progress)`` is the ``on_chunk`` hook of ``engine.loop.train``: it
+    scores the new rounds, calls the user's callbacks once per round, shows progress
+    (``verbose``) and returns the number of rounds to keep when training stops (None to
+    go on).
+
+    Args (beyond the obvious):
+      start_margins: f32[Nv, K] per validation set: where its margins start (a warm
+        start's predictions, ``eval_base_margin``); default: ``base_score`` f32[K].
+      model_of: ``model_of(trees, n)``, the model of the first n of a stack of trees,
+        offered to callbacks as ``EvalState.model``; None offers none.
     """
 
     def __init__(self, eval_sets: Sequence[EvalSet], metrics: tuple, base_score: jax.Array,
                  link, vector_output: bool, n_bins: int, early_stopping_rounds: int | None,
                  callbacks: Sequence[Callable], verbose: int, traced: bool,
                  start_margins: Sequence[jax.Array] | None = None, n_trees: int = 0,
-                 grow_policy: str = "oblivious"):
+                 grow_policy: str = "oblivious", model_of: Callable | None = None):
         self.eval_sets = list(eval_sets)
         self.metrics = metrics
         self.options = dict(metrics=metrics, link=link, vector_output=vector_output,
@@ -171,9 +223,11 @@ class Evaluator:
                      for s in self.eval_sets])
         self.scores: list[list[jax.Array]] = [[] for _ in self.eval_sets]
         self.early_stopping_rounds = early_stopping_rounds
-        self.callbacks = list(callbacks)
+        self.callbacks = [(callback, callback_period(callback)) for callback in callbacks]
+        self.model_of = model_of
         self.traced = traced
         self.rounds_evaluated = 0
+        self.rounds_kept: int | None = None  # where a callback stopped training
         self.watched = (f"{self.eval_sets[-1].name}:{metric_name(metrics[0])}"
                         if self.eval_sets else None)
         self.best: int | None = None
@@ -185,44 +239,86 @@ class Evaluator:
         """Whether there is anything to do between chunks (else training never waits)."""
         return bool(self.eval_sets or self.callbacks or self.display is not None)
 
-    def after_chunk(self, progress) -> bool:
-        new = jax.tree.map(lambda a: a[self.rounds_evaluated:], progress.trees)
+    def after_chunk(self, progress) -> int | None:
+        """Scores the chunk's new rounds; returns the rounds to keep if training stops
+        here (all of them for early stopping, fewer when a callback stopped at an
+        earlier round of the chunk), else None."""
+        first_new = self.rounds_evaluated
+        new = jax.tree.map(lambda a: a[first_new:], progress.trees)
         for i, eval_set in enumerate(self.eval_sets):
             self.raw[i], values = evaluate_rounds(new, eval_set._replace(name=None), self.raw[i],
                                                   **self.options)
             self.scores[i].append(values)
         self.rounds_evaluated = progress.rounds_done
         if self.traced:
-            return False
-        state = self.state()
+            return None
+        history = self._host_history()
+        self.rounds_kept = self._replay_callbacks(first_new, progress, history)
+        state = self.state(history)
         self.best = state.best_round
-        stop = False
+        stop = self.rounds_kept is not None
         if self.early_stopping_rounds is not None and state.best_round is not None:
-            stop = state.rounds_done - 1 - state.best_round >= self.early_stopping_rounds
-        for callback in self.callbacks:
-            stop = bool(callback(state)) or stop
+            stop = stop or state.rounds_done - 1 - state.best_round >= self.early_stopping_rounds
         if self.display is not None:
             if stop or state.rounds_done >= self.n_trees:
                 self.display.close(state, stopped=stop)
             else:
                 self.display.update(state)
-        return stop
+        return state.rounds_done if stop else None
+
+    def _replay_callbacks(self, first_new: int, progress, history: dict) -> int | None:
+        """Calls each callback after every round (of its period) from ``first_new`` to
+        ``progress.rounds_done``; returns the rounds done at the first round one of them
+        returned True, else None. The scores come from ``history``: no device work."""
+        if not self.callbacks:
+            return None
+        for round_index in range(first_new, progress.rounds_done):
+            due = [callback for callback, period in self.callbacks
+                   if (round_index + 1) % period == 0]
+            if not due:
+                continue
+            rounds_done = round_index + 1
+            model = (None if self.model_of is None
+                     else functools.partial(self.model_of, progress.trees, rounds_done))
+            state = self.state(history, rounds_done)._replace(model=model)
+            stop = False
+            for callback in due:  # every due callback sees the round, even after a stop
+                stop = bool(callback(state)) or stop
+            if stop:
+                return rounds_done
+        return None
 
     def history(self) -> dict[str, jax.Array] | None:
-        """{"<set>:<metric>": f32[rounds]} as device arrays (traced under vmap)."""
+        """{"<set>:<metric>": f32[rounds]} as device arrays (traced under vmap), cut
+        back to the round where a callback stopped training."""
         if not self.eval_sets:
             return None
         out = {}
         for eval_set, chunks in zip(self.eval_sets, self.scores, strict=True):
             values = jnp.concatenate(chunks) if chunks else jnp.zeros((0, len(self.metrics)))
+            if self.rounds_kept is not None:
+                values = values[:self.rounds_kept]
             for j, metric in enumerate(self.metrics):
                 out[f"{eval_set.name}:{metric_name(metric)}"] = values[:, j]
         return out
 
-    def state(self) -> EvalState:
-        history = {key: np.asarray(values, np.float64)
-                   for key, values in (self.history() or {}).items()}
+    def _host_history(self) -> dict[str, np.ndarray]:
+        """The history of every round evaluated, f64 on the host."""
+        return {key: np.asarray(values, np.float64)
+                for key, values in (self.history() or {}).items()}
+
+    def state(self, history: dict[str, np.ndarray] | None = None,
+              rounds_done: int | None = None) -> EvalState:
+        """The state after ``rounds_done`` rounds (default: all evaluated, or those
+        kept), from the host ``history`` of every round evaluated."""
+        if history is None:
+            history = self._host_history()
+        if rounds_done is None:
+            rounds_done = (self.rounds_evaluated if self.rounds_kept is None
+                           else self.rounds_kept)
+        history = {key: values[:rounds_done] for key, values in history.items()}
         best = None
         if self.watched is not None and history[self.watched].size:
             best = best_round(history[self.watched], self.metrics[0].higher_is_better)
-        return EvalState(self.rounds_evaluated, history, best, self.watched)
+        scores = {key: float(values[-1]) for key, values in history.items() if values.size}
+        return EvalState(rounds_done, history, best, self.watched, scores)
