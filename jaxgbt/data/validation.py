@@ -284,8 +284,10 @@ def check_learning_rate(value, name: str = "learning_rate"):
     """A number > 0 or a schedule (left alone when traced)."""
     if callable(value) or is_traced(value):
         return value
-    check_nonnegative(value, name)
-    if not float(value) > 0:
+    array = np.asarray(value)
+    if array.ndim != 0 or not np.issubdtype(array.dtype, np.number):
+        raise TypeError(f"{name} must be a number or a schedule; got {value!r}.")
+    if not (np.isfinite(array) and float(value) > 0):
         raise ValueError(f"{name}={value} must be a finite number > 0 (or a schedule: a "
                          "function of the round, such as an optax schedule).")
     return value
