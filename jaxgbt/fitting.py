@@ -22,6 +22,13 @@ from jaxgbt.data import categorical
 from jaxgbt.data import validation as check
 from jaxgbt.data.binning import apply_bins
 from jaxgbt.data.dataset import Dataset, read_eval_set
+from jaxgbt.data.distributed import (
+    check_agree,
+    check_supported,
+    gathered_eval_sets,
+    gathered_labels,
+    merged_thresholds,
+)
 from jaxgbt.engine.compile import compile_ahead, compiled_derivatives
 from jaxgbt.engine.loop import train
 from jaxgbt.engine.resources import check_fit_memory, release_free_heap
@@ -48,7 +55,7 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
         callbacks: Sequence = (), verbose: int = 0,
         init_model: Booster | None = None,
         devices: "str | Sequence[jax.Device] | None" = None, checkpoint_path=None,
-        checkpoint_every: int = 100, feature_names=None) -> Booster:
+        checkpoint_every: int = 100, feature_names=None, distributed: bool = False) -> Booster:
     """Fits a boosted ensemble of trees (oblivious by default) to any differentiable loss.
 
     Args:
@@ -143,6 +150,11 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
       feature_names: names of the F columns of X, distinct strings; default: a
         DataFrame's column names, or None for an array. With a DataFrame they must equal
         its columns. ``predict`` then matches a DataFrame's columns by name.
+      distributed: True to train one model with every process of a JAX distributed
+        run (``jaxgbt.distributed.initialize``), each passing its own rows as X, y,
+        sample_weight and eval_set; rows are split over all processes' devices and
+        every process returns the same model. Not with categorical columns, group
+        losses, init_model or checkpoints yet; see docs/distributed.md.
 
     Returns:
       A Booster.
@@ -161,7 +173,13 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
                         categorical_features=categorical_features, objective=objective,
                         kind=kind, feature_names=feature_names, n_outputs=n_outputs,
                         column_order=getattr(init_model, "feature_names", None))
+    if distributed is not False:
+        check_supported(distributed, devices=devices, categorical=data.declared is not None,
+                        init_model=init_model, checkpoint_path=checkpoint_path,
+                        weight=data.weight)
     n_outputs, vector_output = spec.outputs(objective, data.y, n_outputs, kind)
+    if distributed:
+        check_agree(n_outputs, "numbers of outputs (each process needs every class)")
     curvature = spec.curvature(objective, hessian, vector_output)
     rates = dict(subsample=subsample, goss_top_rate=goss_top_rate,
                  goss_other_rate=goss_other_rate, colsample_bytree=colsample_bytree,
@@ -180,9 +198,12 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
         if any(check.is_traced(p) for p in jax.tree.leaves((params, data.weight, base_score))):
             raise ValueError("checkpoint_path cannot be used inside jax.vmap or jax.jit: a "
                              "checkpoint is written from the host. Fit without it there.")
-    mesh = spec.mesh(devices)
-    spec.check_mesh(mesh, devices, objective, kind)
-    thresholds = data.thresholds(n_bins, seed)  # first: they decide the histograms' width
+    mesh = spec.mesh(jax.devices() if distributed else devices)
+    spec.check_mesh(mesh, devices, objective, kind,
+                    "distributed=True" if distributed else None)
+    # First: they decide the histograms' width.
+    thresholds = (merged_thresholds(data.X, data.weight, n_bins) if distributed
+                  else data.thresholds(n_bins, seed))
     config = spec.build_config(
         objective, depth=depth, n_bins=thresholds.shape[1] + 1, n_outputs=n_outputs,
         vector_output=vector_output, learning_rate=learning_rate, row_mesh=mesh,
@@ -191,7 +212,7 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
         grow_policy=grow_policy,
         is_ordered=spec.ordered(boosting, objective, kind, curvature, mesh))
     check_fit_memory(data.n_rows, data.X.shape[1], config.n_bins, depth, n_outputs,
-                     [jax.devices()[0]] if mesh is None else list(mesh.devices.flat),
+                     [jax.devices()[0]] if mesh is None else list(mesh.local_devices),
                      ordered=config.ordered, gathered_rows=config.sample_capacity)
     train_data = TrainData(bins=None, y=jax.tree.map(jnp.asarray, data.y),
                            weight=jnp.asarray(data.weight), group_index=data.group_index,
@@ -200,7 +221,9 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
         train_data = train_data._replace(
             order=compiled_row_order(params.sampling.key, n_rows=data.n_rows))
     if init_model is None:
-        start = _base_score(objective, base_score, train_data, config, params)
+        start = _base_score(objective, base_score,
+                            _all_labels(train_data) if distributed else train_data, config,
+                            params)
         start_raw, round_offset = None, 0
     else:
         start, start_raw, round_offset = _warm_start(init_model, base_score, data, config)
@@ -213,6 +236,12 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
         release_free_heap()
     train_data = train_data._replace(bins=data.binned(thresholds))
     release_free_heap()  # the binning threads' sorted and transposed copies
+    if distributed:  # every process scores the whole validation sets
+        eval_set = gathered_eval_sets(
+            eval_set, encoder=data.encoder, n_features=data.X.shape[1], objective=objective,
+            kind=kind, traced=False, feature_names=data.feature_names,
+            n_outputs=config.n_outputs if config.vector_output else None,
+            n_classes=config.n_outputs)
     evaluator = _evaluator(eval_set, eval_metric, early_stopping_rounds, callbacks, verbose,
                            traced, objective, config, data, thresholds, start, kind,
                            init_model, n_trees)
@@ -232,6 +261,12 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
     if not check.is_traced(model.leaf_value):
         _check_finite(model, np.asarray(progress.bad_rows), data.n_rows)
     return model
+
+
+def _all_labels(data: TrainData) -> TrainData:
+    """``data``'s labels and weights with every process's rows (the bins not set)."""
+    y, weight = gathered_labels(data.y, data.weight)
+    return data._replace(y=jax.tree.map(jnp.asarray, y), weight=jnp.asarray(weight))
 
 
 def _booster(trees, thresholds: np.ndarray, start, objective: Objective, data: Dataset,
