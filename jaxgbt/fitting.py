@@ -173,13 +173,8 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
                         categorical_features=categorical_features, objective=objective,
                         kind=kind, feature_names=feature_names, n_outputs=n_outputs,
                         column_order=getattr(init_model, "feature_names", None))
-    if distributed is not False:
-        check_supported(distributed, devices=devices, categorical=data.declared is not None,
-                        init_model=init_model, checkpoint_path=checkpoint_path,
-                        weight=data.weight)
+    _check_distributed(distributed, data, devices, init_model, checkpoint_path)
     n_outputs, vector_output = spec.outputs(objective, data.y, n_outputs, kind)
-    if distributed:
-        check_agree(n_outputs, "numbers of outputs (each process needs every class)")
     curvature = spec.curvature(objective, hessian, vector_output)
     rates = dict(subsample=subsample, goss_top_rate=goss_top_rate,
                  goss_other_rate=goss_other_rate, colsample_bytree=colsample_bytree,
@@ -198,12 +193,8 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
         if any(check.is_traced(p) for p in jax.tree.leaves((params, data.weight, base_score))):
             raise ValueError("checkpoint_path cannot be used inside jax.vmap or jax.jit: a "
                              "checkpoint is written from the host. Fit without it there.")
-    mesh = spec.mesh(jax.devices() if distributed else devices)
-    spec.check_mesh(mesh, devices, objective, kind,
-                    "distributed=True" if distributed else None)
-    # First: they decide the histograms' width.
-    thresholds = (merged_thresholds(data.X, data.weight, n_bins) if distributed
-                  else data.thresholds(n_bins, seed))
+    mesh = _row_mesh(devices, distributed, objective, kind)
+    thresholds = _thresholds(data, n_bins, seed, distributed, n_outputs)  # first: they set B
     config = spec.build_config(
         objective, depth=depth, n_bins=thresholds.shape[1] + 1, n_outputs=n_outputs,
         vector_output=vector_output, learning_rate=learning_rate, row_mesh=mesh,
@@ -221,9 +212,7 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
         train_data = train_data._replace(
             order=compiled_row_order(params.sampling.key, n_rows=data.n_rows))
     if init_model is None:
-        start = _base_score(objective, base_score,
-                            _all_labels(train_data) if distributed else train_data, config,
-                            params)
+        start = _base_score(objective, base_score, train_data, config, params, distributed)
         start_raw, round_offset = None, 0
     else:
         start, start_raw, round_offset = _warm_start(init_model, base_score, data, config)
@@ -236,15 +225,9 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
         release_free_heap()
     train_data = train_data._replace(bins=data.binned(thresholds))
     release_free_heap()  # the binning threads' sorted and transposed copies
-    if distributed:  # every process scores the whole validation sets
-        eval_set = gathered_eval_sets(
-            eval_set, encoder=data.encoder, n_features=data.X.shape[1], objective=objective,
-            kind=kind, traced=False, feature_names=data.feature_names,
-            n_outputs=config.n_outputs if config.vector_output else None,
-            n_classes=config.n_outputs)
     evaluator = _evaluator(eval_set, eval_metric, early_stopping_rounds, callbacks, verbose,
                            traced, objective, config, data, thresholds, start, kind,
-                           init_model, n_trees)
+                           init_model, n_trees, distributed)
     resume, on_chunk = None, (evaluator.after_chunk if evaluator.active else None)
     if checkpoint_path is not None:
         resume, on_chunk = _checkpointing(checkpoint_path, checkpoint_every, evaluator,
@@ -261,6 +244,33 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
     if not check.is_traced(model.leaf_value):
         _check_finite(model, np.asarray(progress.bad_rows), data.n_rows)
     return model
+
+
+def _check_distributed(distributed, data: Dataset, devices, init_model,
+                       checkpoint_path) -> None:
+    """Refuses what ``distributed=True`` does not take (see ``data.distributed``)."""
+    if distributed is not False:
+        check_supported(distributed, devices=devices, categorical=data.declared is not None,
+                        init_model=init_model, checkpoint_path=checkpoint_path,
+                        weight=data.weight)
+
+
+def _row_mesh(devices, distributed: bool, objective: Objective, kind):
+    """The mesh rows are split over (every process's devices with ``distributed``), or
+    None for one device; checked against the loss."""
+    mesh = spec.mesh(jax.devices() if distributed else devices)
+    spec.check_mesh(mesh, devices, objective, kind, distributed)
+    return mesh
+
+
+def _thresholds(data: Dataset, n_bins: int, seed, distributed: bool, n_outputs: int
+                ) -> np.ndarray:
+    """f32[F, B - 1], the bin edges: of this process's rows, or with ``distributed``
+    of every process's (which must agree on the outputs first)."""
+    if not distributed:
+        return data.thresholds(n_bins, seed)
+    check_agree(n_outputs, "numbers of outputs (with softmax, each process needs every class)")
+    return merged_thresholds(data.X, data.weight, n_bins)
 
 
 def _all_labels(data: TrainData) -> TrainData:
@@ -369,7 +379,7 @@ def _append(first: Booster, then: Booster) -> Booster:
 
 def _evaluator(eval_set, eval_metric, early_stopping_rounds, callbacks, verbose, traced,
                objective, config, data: Dataset, thresholds, start, kind, init_model,
-               n_trees) -> Evaluator:
+               n_trees, distributed: bool = False) -> Evaluator:
     """Validates and bins the validation sets; returns the per-chunk evaluator."""
     if early_stopping_rounds is not None:
         check.check_int(early_stopping_rounds, "early_stopping_rounds", 1)
@@ -384,6 +394,12 @@ def _evaluator(eval_set, eval_metric, early_stopping_rounds, callbacks, verbose,
         raise ValueError("callbacks cannot run inside jax.vmap or jax.jit.")
     if any(not callable(c) for c in callbacks):
         raise TypeError("callbacks must be functions taking an EvalState.")
+    if distributed:  # every process scores the whole validation sets
+        eval_set = gathered_eval_sets(
+            eval_set, encoder=data.encoder, n_features=data.X.shape[1], objective=objective,
+            kind=kind, traced=False, feature_names=data.feature_names,
+            n_outputs=config.n_outputs if config.vector_output else None,
+            n_classes=config.n_outputs)
     sets, starts = [], []
     for i, entry in enumerate(eval_set or []):
         rows = read_eval_set(i, entry, encoder=data.encoder, n_features=data.X.shape[1],
@@ -420,7 +436,9 @@ def _checkpointer(path, every: int, key: str, start: int, n_trees: int):
 
 
 def _base_score(objective: Objective, base_score, data: TrainData, config: BoostConfig,
-                params: BoostParams) -> jax.Array:
+                params: BoostParams, distributed: bool = False) -> jax.Array:
+    """f32[K]: the starting margin, given or the loss's constant minimiser, checked to
+    give finite gradients; with ``distributed``, of every process's labels."""
     n_outputs = config.n_outputs
     if base_score is not None:
         spec.check_base_score(base_score, n_outputs)
@@ -428,6 +446,8 @@ def _base_score(objective: Objective, base_score, data: TrainData, config: Boost
         if not check.is_traced(start) and not np.isfinite(np.asarray(start)).all():
             raise ValueError(f"base_score={base_score} must be finite.")
         return start
+    if distributed:
+        data = _all_labels(data)
     if objective.init_score is not None:
         try:
             start = _initial_margin(objective.init_score, n_outputs, data.y, data.weight)

@@ -319,12 +319,10 @@ def mesh(devices) -> jax.sharding.Mesh | None:
 
 
 def check_mesh(row_mesh, devices, objective: Objective, kind: LossKind,
-               setting: str | None = None) -> None:
-    """Losses that couple rows across devices, or sort residuals, train on one device.
-
-    ``setting`` names what split the rows in the error (default: ``devices=``)."""
+               distributed: bool = False) -> None:
+    """Losses that couple rows across devices, or sort residuals, train on one device."""
     if row_mesh is not None and (kind != "row" or objective.leaf_quantile is not None):
-        setting = f"devices={devices!r}" if setting is None else setting
+        setting = "distributed=True" if distributed else f"devices={devices!r}"
         raise ValueError(f"{setting}: loss {objective.name!r} needs all rows on one "
                          "device (it couples rows across groups or refreshes leaves from "
                          "sorted residuals); fit it on one device.")

@@ -28,9 +28,20 @@ from jaxgbt.data.binning import bins_needed, cut_points_of_distinct, trimmed
 from jaxgbt.data.dataset import read_eval_set
 
 
+def _all_gathered(array: np.ndarray) -> np.ndarray:
+    """[P, ...]: ``array`` of each process (the same shape on all), in process order."""
+    try:
+        return np.asarray(multihost_utils.process_allgather(array))
+    except jax.errors.JaxRuntimeError as error:
+        raise RuntimeError(
+            "distributed=True: the processes of this run could not exchange their data; "
+            "another process has probably failed or exited (see its output), or not every "
+            f"process called fit with distributed=True. JAX said: {error}") from error
+
+
 def _gathered(values: np.ndarray) -> np.ndarray:
-    """i64[P, ...]: a small integer array of each process, stacked in process order."""
-    return np.asarray(multihost_utils.process_allgather(np.asarray(values, np.int32)))
+    """i32[P, ...]: a small integer array of each process, stacked in process order."""
+    return _all_gathered(np.asarray(values, np.int32))
 
 
 def check_agree(value: int, what: str) -> None:
@@ -71,7 +82,7 @@ def gather_rows(arrays: Sequence[np.ndarray]) -> list[np.ndarray]:
     longest = max(1, int(sizes[:, 0].max()))
     padded = np.zeros((longest, packed.shape[1]), np.uint8)
     padded[:n_rows] = packed
-    everyone = np.asarray(multihost_utils.process_allgather(padded))
+    everyone = _all_gathered(padded)
     rows = np.concatenate([everyone[p, :n] for p, n in enumerate(sizes[:, 0])])
     out, start = [], 0
     for a, b in zip(arrays, as_bytes, strict=True):
