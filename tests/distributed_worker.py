@@ -19,7 +19,7 @@ from jaxgbt import datasets
 from jaxgbt.data.distributed import merged_thresholds
 
 # Rows of process 0; process 1 gets the rest (uneven on purpose).
-SPLIT = 250
+SPLIT = 180
 N_ROWS = 600
 # The process whose id this variable holds exits at once (the test of a dying process).
 DIE_ENV = "JAXGBT_TEST_DIE"
@@ -46,6 +46,8 @@ def cases(X, y, weight, classes, rows, eval_rows):
                               eval_set=[(X[eval_rows], y[eval_rows])],
                               early_stopping_rounds=3),
         "softmax": dict(loss="softmax", X=X[rows], y=classes[rows], **SMALL),
+        "sampled": dict(loss="logistic", X=X[rows], y=y[rows], subsample=0.5,
+                        colsample_bytree=0.7, **SMALL),
         "depthwise_huber": dict(loss="huber@1.0", X=X[rows], y=X[rows, 1],
                                  grow_policy="depthwise", **SMALL),
     }
