@@ -1,6 +1,7 @@
 """jaxgbt: gradient boosting with autodiff losses and oblivious trees, in JAX."""
 
 from jaxgbt import differentiable as differentiable
+from jaxgbt import distributed as distributed
 from jaxgbt import objectives as objectives
 from jaxgbt import plot as plot
 from jaxgbt.differentiable import as_function as as_function

@@ -22,6 +22,13 @@ from jaxgbt.data import categorical
 from jaxgbt.data import validation as check
 from jaxgbt.data.binning import apply_bins
 from jaxgbt.data.dataset import Dataset, read_eval_set
+from jaxgbt.data.distributed import (
+    check_agree,
+    check_supported,
+    gathered_eval_sets,
+    gathered_labels,
+    merged_thresholds,
+)
 from jaxgbt.engine.compile import compile_ahead, compiled_derivatives, compiled_start_check
 from jaxgbt.engine.loop import train
 from jaxgbt.engine.resources import check_fit_memory, release_free_heap
@@ -48,7 +55,7 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
         callbacks: Sequence = (), verbose: int = 0,
         init_model: Booster | None = None,
         devices: "str | Sequence[jax.Device] | None" = None, checkpoint_path=None,
-        checkpoint_every: int = 100, feature_names=None) -> Booster:
+        checkpoint_every: int = 100, feature_names=None, distributed: bool = False) -> Booster:
     """Fits a boosted ensemble of trees (oblivious by default) to any differentiable loss.
 
     Args:
@@ -156,6 +163,11 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
       feature_names: names of the F columns of X, distinct strings; default: a
         DataFrame's column names, or None for an array. With a DataFrame they must equal
         its columns. ``predict`` then matches a DataFrame's columns by name.
+      distributed: True to train one model with every process of a JAX distributed
+        run (``jaxgbt.distributed.initialize``), each passing its own rows as X, y,
+        sample_weight and eval_set; rows are split over all processes' devices and
+        every process returns the same model. Not with categorical columns, group
+        losses, init_model or checkpoints yet; see docs/distributed.md.
 
     Returns:
       A Booster.
@@ -174,6 +186,7 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
                         categorical_features=categorical_features, objective=objective,
                         kind=kind, feature_names=feature_names, n_outputs=n_outputs,
                         column_order=getattr(init_model, "feature_names", None))
+    _check_distributed(distributed, data, devices, init_model, checkpoint_path, base_margin)
     n_outputs, vector_output = spec.outputs(objective, data.y, n_outputs, kind)
     curvature = spec.curvature(objective, hessian, vector_output)
     rates = dict(subsample=subsample, goss_top_rate=goss_top_rate,
@@ -195,9 +208,8 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
         if any(map(check.is_traced, jax.tree.leaves((params, data.weight, base_score, margin)))):
             raise ValueError("checkpoint_path cannot be used inside jax.vmap or jax.jit: a "
                              "checkpoint is written from the host. Fit without it there.")
-    mesh = spec.mesh(devices)
-    spec.check_mesh(mesh, devices, objective, kind)
-    thresholds = data.thresholds(n_bins, seed)  # first: they decide the histograms' width
+    mesh = _row_mesh(devices, distributed, objective, kind)
+    thresholds = _thresholds(data, n_bins, seed, distributed, n_outputs)  # first: they set B
     config = spec.build_config(
         objective, depth=depth, n_bins=thresholds.shape[1] + 1, n_outputs=n_outputs,
         vector_output=vector_output, learning_rate=learning_rate, row_mesh=mesh,
@@ -206,7 +218,7 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
         grow_policy=grow_policy,
         is_ordered=spec.ordered(boosting, objective, kind, curvature, mesh))
     check_fit_memory(data.n_rows, data.X.shape[1], config.n_bins, depth, n_outputs,
-                     [jax.devices()[0]] if mesh is None else list(mesh.devices.flat),
+                     [jax.devices()[0]] if mesh is None else list(mesh.local_devices),
                      ordered=config.ordered, gathered_rows=config.sample_capacity)
     train_data = TrainData(bins=None, y=jax.tree.map(jnp.asarray, data.y),
                            weight=jnp.asarray(data.weight), group_index=data.group_index,
@@ -216,7 +228,7 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
             order=compiled_row_order(params.sampling.key, n_rows=data.n_rows))
     start, start_raw, round_offset = _starting_margins(objective, base_score, margin,
                                                        init_model, data, train_data, config,
-                                                       params)
+                                                       params, distributed)
     traced = any(map(check.is_traced, jax.tree.leaves((params, data.weight, start, start_raw))))
     # The training program is compiled before the data is binned, and the memory freed
     # on the way handed back: the first fit's peak is then the larger of compilation's
@@ -228,7 +240,7 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
     release_free_heap()  # the binning threads' sorted and transposed copies
     evaluator = _evaluator(eval_set, eval_metric, early_stopping_rounds, callbacks, verbose,
                            traced, objective, config, data, thresholds, start, kind,
-                           init_model, n_trees, eval_base_margin)
+                           init_model, n_trees, eval_base_margin, distributed)
     resume, on_chunk = None, (evaluator.after_chunk if evaluator.active else None)
     if checkpoint_path is not None:
         resume, on_chunk = _checkpointing(checkpoint_path, checkpoint_every, evaluator,
@@ -245,6 +257,39 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
     if not check.is_traced(model.leaf_value):
         _check_finite(model, np.asarray(progress.bad_rows), data.n_rows)
     return model
+
+
+def _check_distributed(distributed, data: Dataset, devices, init_model,
+                       checkpoint_path, base_margin) -> None:
+    """Refuses what ``distributed=True`` does not take (see ``data.distributed``)."""
+    if distributed is not False:
+        check_supported(distributed, devices=devices, categorical=data.declared is not None,
+                        init_model=init_model, checkpoint_path=checkpoint_path,
+                        weight=data.weight, base_margin=base_margin)
+
+
+def _row_mesh(devices, distributed: bool, objective: Objective, kind):
+    """The mesh rows are split over (every process's devices with ``distributed``), or
+    None for one device; checked against the loss."""
+    mesh = spec.mesh(jax.devices() if distributed else devices)
+    spec.check_mesh(mesh, devices, objective, kind, distributed)
+    return mesh
+
+
+def _thresholds(data: Dataset, n_bins: int, seed, distributed: bool, n_outputs: int
+                ) -> np.ndarray:
+    """f32[F, B - 1], the bin edges: of this process's rows, or with ``distributed``
+    of every process's (which must agree on the outputs first)."""
+    if not distributed:
+        return data.thresholds(n_bins, seed)
+    check_agree(n_outputs, "numbers of outputs (with softmax, each process needs every class)")
+    return merged_thresholds(data.X, data.weight, n_bins)
+
+
+def _all_labels(data: TrainData) -> TrainData:
+    """``data``'s labels and weights with every process's rows (the bins not set)."""
+    y, weight = gathered_labels(data.y, data.weight)
+    return data._replace(y=jax.tree.map(jnp.asarray, y), weight=jnp.asarray(weight))
 
 
 def _booster(trees, thresholds: np.ndarray, start, objective: Objective, data: Dataset,
@@ -329,14 +374,16 @@ def _base_margin(base_margin, base_score, eval_base_margin, eval_set, n_rows: in
 
 
 def _starting_margins(objective: Objective, base_score, margin, init_model, data: Dataset,
-                      train_data: TrainData, config: BoostConfig, params: BoostParams):
+                      train_data: TrainData, config: BoostConfig, params: BoostParams,
+                      distributed: bool = False):
     """(base score f32[K], starting margins f32[N, K] or None, rounds done before)."""
     if init_model is not None:
         return _warm_start(init_model, base_score, data, config, margin)
     if margin is not None:  # the margins replace base_score (XGBoost's convention)
         start = jax.device_put(np.zeros(config.n_outputs, np.float32))
         return start, margin if check.is_traced(margin) else jax.device_put(margin), 0
-    return _base_score(objective, base_score, train_data, config, params), None, 0
+    return (_base_score(objective, base_score, train_data, config, params, distributed), None,
+            0)
 
 
 def _model_so_far(trees, n_trees: int, *, thresholds, start, objective, data, config,
@@ -401,7 +448,7 @@ def _append(first: Booster, then: Booster) -> Booster:
 
 def _evaluator(eval_set, eval_metric, early_stopping_rounds, callbacks, verbose, traced,
                objective, config, data: Dataset, thresholds, start, kind, init_model,
-               n_trees, eval_base_margin=None) -> Evaluator:
+               n_trees, eval_base_margin=None, distributed: bool = False) -> Evaluator:
     """Validates and bins the validation sets; returns the per-chunk evaluator."""
     if early_stopping_rounds is not None:
         check.check_int(early_stopping_rounds, "early_stopping_rounds", 1)
@@ -417,6 +464,12 @@ def _evaluator(eval_set, eval_metric, early_stopping_rounds, callbacks, verbose,
     if any(not callable(c) for c in callbacks):
         raise TypeError("callbacks must be functions taking an EvalState.")
     start_margins = init_model is not None or eval_base_margin is not None
+    if distributed:  # every process scores the whole validation sets
+        eval_set = gathered_eval_sets(
+            eval_set, encoder=data.encoder, n_features=data.X.shape[1], objective=objective,
+            kind=kind, traced=False, feature_names=data.feature_names,
+            n_outputs=config.n_outputs if config.vector_output else None,
+            n_classes=config.n_outputs)
     sets, starts = [], []
     for i, entry in enumerate(eval_set or []):
         rows = read_eval_set(i, entry, encoder=data.encoder, n_features=data.X.shape[1],
@@ -464,7 +517,9 @@ def _checkpointer(path, every: int, key: str, start: int, n_trees: int):
 
 
 def _base_score(objective: Objective, base_score, data: TrainData, config: BoostConfig,
-                params: BoostParams) -> jax.Array:
+                params: BoostParams, distributed: bool = False) -> jax.Array:
+    """f32[K]: the starting margin, given or the loss's constant minimiser, checked to
+    give finite gradients; with ``distributed``, of every process's labels."""
     n_outputs = config.n_outputs
     if base_score is not None:
         spec.check_base_score(base_score, n_outputs)
@@ -472,6 +527,8 @@ def _base_score(objective: Objective, base_score, data: TrainData, config: Boost
         if not check.is_traced(start) and not np.isfinite(np.asarray(start)).all():
             raise ValueError(f"base_score={base_score} must be finite.")
         return start
+    if distributed:
+        data = _all_labels(data)
     if objective.init_score is not None:
         try:
             start = _initial_margin(objective.init_score, n_outputs, data.y, data.weight)

@@ -324,10 +324,12 @@ def mesh(devices) -> jax.sharding.Mesh | None:
     return jax.sharding.Mesh(np.array(devices), (ROW_AXIS,))
 
 
-def check_mesh(row_mesh, devices, objective: Objective, kind: LossKind) -> None:
+def check_mesh(row_mesh, devices, objective: Objective, kind: LossKind,
+               distributed: bool = False) -> None:
     """Losses that couple rows across devices, or sort residuals, train on one device."""
     if row_mesh is not None and (kind != "row" or objective.leaf_quantile is not None):
-        raise ValueError(f"devices={devices!r}: loss {objective.name!r} needs all rows on one "
+        setting = "distributed=True" if distributed else f"devices={devices!r}"
+        raise ValueError(f"{setting}: loss {objective.name!r} needs all rows on one "
                          "device (it couples rows across groups or refreshes leaves from "
                          "sorted residuals); fit it on one device.")
 

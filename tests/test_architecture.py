@@ -12,7 +12,8 @@ PACKAGE = Path(__file__).resolve().parents[1] / "jaxgbt"
 # folder, or itself for a top-level module) and from lower layers, never from a higher
 # layer or from another package of its own layer.
 LAYERS = (
-    ("jaxgbt.version", "jaxgbt.datasets", "jaxgbt.config_files", "jaxgbt.objectives"),
+    ("jaxgbt.version", "jaxgbt.datasets", "jaxgbt.config_files", "jaxgbt.objectives",
+     "jaxgbt.distributed"),
     ("jaxgbt.core",),
     ("jaxgbt.data", "jaxgbt.evaluation"),
     ("jaxgbt.engine",),

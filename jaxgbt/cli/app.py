@@ -3,6 +3,7 @@
     jaxgbt train data.parquet --target price --loss squared_error --n-trees 500 --out model.jgbt
     jaxgbt predict model.jgbt new.csv --out pred.csv
     jaxgbt cv data.csv --target y --loss logistic --folds 5
+    jaxgbt launch --processes 4 -- python train.py
     jaxgbt --version
 
 Each command calls the public functions ``fit``, ``load``, ``Booster.predict`` and ``cv``.
@@ -25,6 +26,7 @@ from typing import Annotated, Any, NamedTuple
 import numpy as np
 import typer
 
+from jaxgbt.cli.launch import launch as launch_processes
 from jaxgbt.cli.tables import TableError, read_table, write_csv
 from jaxgbt.config_files import ConfigError, apply_overrides, read_config
 from jaxgbt.fitting import fit
@@ -36,10 +38,11 @@ USAGE_ERROR = 2  # click's and argparse's status for bad usage
 DEFAULT_EARLY_STOPPING_ROUNDS = 50
 # Settings that are not fit keywords: where the data are in the file.
 DATA_SETTINGS = ("target", "group", "weight", "categorical", "drop", "eval_fraction")
-# fit keywords the command line fills from the data (or that take Python objects).
+# fit keywords the command line fills from the data (or that take Python objects), and
+# distributed: every process would read the whole file, each row counted once per process.
 FROM_DATA = {"X", "y", "sample_weight", "group", "eval_set", "categorical_features",
              "feature_names", "callbacks", "init_model", "link", "folds", "params",
-             "base_margin", "eval_base_margin"}
+             "base_margin", "eval_base_margin", "distributed"}
 
 app = typer.Typer(name="jaxgbt", no_args_is_help=True, add_completion=False,
                   pretty_exceptions_enable=False,
@@ -213,6 +216,29 @@ def cv_command(
                             feature_names=rows.feature_names,
                             **with_column_indices(settings, rows.feature_names))
     typer.echo(cv_table(result, settings.get("n_folds", 5), loss_name))
+
+
+@app.command()
+def launch(
+        command: Annotated[list[str], typer.Argument(
+            help="The command every process runs, after --: -- python train.py")],
+        processes: Annotated[int, typer.Option("--processes", "-n", min=1,
+                                               help="How many processes.")] = 2,
+        port: Annotated[int | None, typer.Option(
+            "--port", help="The coordinator's port on 127.0.0.1 (default: a free one).")
+                        ] = None) -> None:
+    """Run COMMAND as N processes of one distributed run on this machine.
+
+    Each process gets JAXGBT_COORDINATOR_ADDRESS, JAXGBT_NUM_PROCESSES and
+    JAXGBT_PROCESS_ID, read by jaxgbt.distributed.initialize(); a script then trains
+    with fit(..., distributed=True) on its own rows. When a process fails, the others
+    are stopped and its exit status returned.
+    """
+    try:
+        status = launch_processes(command, processes, port=port)
+    except (ValueError, OSError) as error:  # no command; a program that cannot start
+        _fail(str(error))
+    raise typer.Exit(status)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -235,6 +235,10 @@ def boost_round(config: BoostConfig, params: BoostParams, data: TrainData, margi
     at_structure, at_model = taken[0], taken[-1]
     bad_rows = _bad_rows(config, data.weight, taken)
     row_key, feature_key = round_keys(params.sampling, round_index)
+    if config.axis_name is not None:
+        # Each device draws its own rows: with one key, every shard would draw the same
+        # pattern at the same local positions. The features stay one draw for all.
+        row_key = jax.random.fold_in(row_key, jax.lax.axis_index(config.axis_name))
     weight = sampled_weight(row_key, config.row_sampling, params.sampling, at_structure.g,
                             data.weight)
     gh = jnp.concatenate([at_structure.g * weight, at_structure.h * weight], axis=1)

@@ -55,21 +55,35 @@ def _cut_points(values: np.ndarray, weights: np.ndarray | None, n_value_bins: in
       values: f32[n], the feature's non-missing values.
       weights: f64[n] or None (every row weighs 1).
 
-    Between two neighbouring distinct values the cut is their midpoint (or the lower
-    value where the midpoint rounds up to the upper one in float32), so unseen values
-    between them fall on the nearer side.
+    See ``cut_points_of_distinct``.
     """
     if values.size == 0:
         return np.empty(0, FLOAT_DTYPE)
     unique, mass = _distinct_values(values, weights)
+    if unique.size > n_value_bins and np.cumsum(mass)[-1] <= 0:
+        mass = _distinct_values(values, None)[1]  # all weights zero here: fall back to counts
+    return cut_points_of_distinct(unique, mass, n_value_bins)
+
+
+def cut_points_of_distinct(unique: np.ndarray, mass: np.ndarray, n_value_bins: int
+                           ) -> np.ndarray:
+    """Cut points of one feature from its distinct values: f32[<= n_value_bins - 1].
+
+    Args:
+      unique: f32[U], the feature's sorted distinct non-missing values.
+      mass: f64[U], the weight on each (a positive total, or counts).
+
+    Between two neighbouring distinct values the cut is their midpoint (or the lower
+    value where the midpoint rounds up to the upper one in float32), so unseen values
+    between them fall on the nearer side. Processes that train one model together
+    (``data.distributed``) merge their distinct values and call this on the merged ones.
+    """
     if unique.size <= 1:
         return np.empty(0, FLOAT_DTYPE)
     if unique.size <= n_value_bins:
         lower_index = np.arange(unique.size - 1)
     else:
         cumulative = np.cumsum(mass)
-        if cumulative[-1] <= 0:  # all weights zero on this sample: fall back to counts
-            cumulative = np.cumsum(_distinct_values(values, None)[1])
         levels = cumulative[-1] * np.arange(1, n_value_bins) / n_value_bins
         lower_index = np.searchsorted(cumulative, levels, side="left")
         lower_index = np.unique(np.clip(lower_index, 0, unique.size - 2))

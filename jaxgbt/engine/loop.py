@@ -22,7 +22,7 @@ from jaxgbt.core.round import BoostParams, TrainData
 from jaxgbt.core.tracing import is_traced
 from jaxgbt.core.tree import BinnedTree
 from jaxgbt.engine.compile import chunk_runner
-from jaxgbt.engine.sharding import shard_rows
+from jaxgbt.engine.sharding import process_rows, shard_rows
 
 
 class Progress(NamedTuple):
@@ -178,7 +178,7 @@ def _joined(parts: list, margins, n_rows: int) -> Progress:
     if isinstance(margins, OrderedMargins):  # on one device: no padding rows
         return Progress(trees=trees, raw=margins.model, bad_rows=bad_rows,
                         raw_ordered=margins.ordered)
-    return Progress(trees=trees, raw=margins[:n_rows], bad_rows=bad_rows)
+    return Progress(trees=trees, raw=process_rows(margins, n_rows), bad_rows=bad_rows)
 
 
 def _concatenate(chunks):

@@ -4,19 +4,23 @@ Every device holds a slice of the rows and runs the same chunk of rounds under
 ``jax.shard_map``; the rounds sum histograms, leaf sums and bad-row counts over
 ``BoostConfig.axis_name``, so every device grows the same trees. Which axis of each
 array is split (``_row_specs``) is kept apart from putting the arrays there
-(``shard_rows``, from arrays one process holds whole): a mesh over several processes
-would replace only the placement, each process handing over its own rows.
+(``shard_rows``, from arrays one process holds whole); on a mesh over several processes
+(``fit(distributed=True)``) each process hands over its own rows instead
+(``_shard_process_rows``), and the program is the same.
 """
 
 import functools
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax.sharding import Mesh, NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from jaxgbt.core.config import BoostConfig
 from jaxgbt.core.round import BoostParams, TrainData
+from jaxgbt.core.tracing import is_traced
+from jaxgbt.data.distributed import check_agree, gather_rows
 from jaxgbt.engine.chunk import train_chunk
 
 
@@ -61,6 +65,8 @@ def shard_rows(data: TrainData, raw: jax.Array, mesh: Mesh, config: BoostConfig
       The data and margins with N rounded up to a multiple of the devices (padding rows of
       weight 0 and margin 0, last), split over ``mesh`` as ``_row_specs`` says.
     """
+    if mesh.is_multi_process:
+        return _shard_process_rows(data, raw, mesh, config)
     n_rows = data.weight.shape[0]
     n_pad = -n_rows % mesh.devices.size
     data = _pad_rows(data, n_pad, config.n_bins - 1)
@@ -70,3 +76,41 @@ def shard_rows(data: TrainData, raw: jax.Array, mesh: Mesh, config: BoostConfig
     data = data._replace(bins=jax.device_put(data.bins, feature_rows),
                          y=jax.device_put(data.y, rows), weight=jax.device_put(data.weight, rows))
     return data, jax.device_put(raw, rows)
+
+
+def _shard_process_rows(data: TrainData, raw: jax.Array, mesh: Mesh, config: BoostConfig
+                        ) -> tuple[TrainData, jax.Array]:
+    """``shard_rows`` on a mesh over several processes, each passing its own N_p rows.
+
+    Every process pads its rows to the same count (the largest N_p rounded up to a
+    multiple of its devices; padding rows weigh 0) and contributes them as its block of
+    the global row axis, in process order: N = P x that count.
+    """
+    local_devices = len(mesh.local_devices)
+    check_agree(local_devices, "numbers of devices")
+    n_rows = data.weight.shape[0]
+    longest = int(gather_rows([np.zeros((1,), np.int64) + n_rows])[0].max())
+    per_process = -(-longest // local_devices) * local_devices
+    data = _pad_rows(data, per_process - n_rows, config.n_bins - 1)
+    raw = jnp.pad(raw, ((0, per_process - n_rows), (0, 0)))
+    n_global = per_process * jax.process_count()
+
+    def place(local, spec, row_axis=0):
+        local = np.asarray(local)
+        shape = (*local.shape[:row_axis], n_global, *local.shape[row_axis + 1:])
+        return jax.make_array_from_process_local_data(NamedSharding(mesh, spec), local, shape)
+
+    rows = P(config.axis_name)
+    data = data._replace(bins=place(data.bins, P(None, config.axis_name), row_axis=1),
+                         y=jax.tree.map(lambda a: place(a, rows), data.y),
+                         weight=place(data.weight, rows))
+    return data, place(raw, rows)
+
+
+def process_rows(margins: jax.Array, n_rows: int) -> jax.Array:
+    """f32[N_p, K]: this process's rows of margins f32[N, K] placed by ``shard_rows``
+    (all of them on a mesh within one process), padding dropped."""
+    if is_traced(margins) or margins.is_fully_addressable:
+        return margins[:n_rows]
+    shards = sorted(margins.addressable_shards, key=lambda s: s.index[0].start)
+    return jax.device_put(np.concatenate([np.asarray(s.data) for s in shards])[:n_rows])

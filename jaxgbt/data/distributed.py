@@ -1,0 +1,201 @@
+"""Host data shared between the processes of one fit (``fit(distributed=True)``).
+
+Each process reads only its own rows. What every process must see the same of all rows
+is built here from small all-gathers over JAX's distributed runtime
+(``jax.experimental.multihost_utils.process_allgather``), in process order, so that
+every process computes it identically:
+
+- the cut points: each process summarises each column exactly (its sorted distinct
+  non-missing values, with their summed weight and count), the summaries are gathered
+  and merged, and every process cuts the merged summary as one process would cut the
+  concatenated rows (``binning.cut_points_of_distinct``);
+- the labels and weights, for the starting margin (a median or class frequencies need
+  all of them), and the validation sets, which every process then scores whole.
+
+The summaries are exact, so their size is the number of distinct values per column (at
+most the rows): fine for data that fits in memory, the scope of a distributed fit.
+"""
+
+from collections.abc import Sequence
+
+import jax
+import numpy as np
+from jax.experimental import multihost_utils
+
+from jaxgbt.core.dtypes import FLOAT_DTYPE
+from jaxgbt.data import validation as check
+from jaxgbt.data.binning import bins_needed, cut_points_of_distinct, trimmed
+from jaxgbt.data.dataset import read_eval_set
+
+
+def _all_gathered(array: np.ndarray) -> np.ndarray:
+    """[P, ...]: ``array`` of each process (the same shape on all), in process order."""
+    try:
+        return np.asarray(multihost_utils.process_allgather(array))
+    except jax.errors.JaxRuntimeError as error:
+        raise RuntimeError(
+            "distributed=True: the processes of this run could not exchange their data; "
+            "another process has probably failed or exited (see its output), or not every "
+            f"process called fit with distributed=True. JAX said: {error}") from error
+
+
+def _gathered(values: np.ndarray) -> np.ndarray:
+    """i32[P, ...]: a small integer array of each process, stacked in process order."""
+    return _all_gathered(np.asarray(values, np.int32))
+
+
+def check_agree(value: int, what: str) -> None:
+    """Raises, on every process alike, when the processes hold different ``value``s
+    (a column count, an output count): they would train different models."""
+    seen = _gathered(np.asarray([value])).reshape(-1)
+    if (seen != seen[0]).any():
+        by_process = ", ".join(f"process {p}: {int(v)}" for p, v in enumerate(seen))
+        raise ValueError(f"distributed=True: the processes have different {what} "
+                         f"({by_process}); every process must pass the same columns and "
+                         "settings, each with its own rows.")
+
+
+def gather_rows(arrays: Sequence[np.ndarray]) -> list[np.ndarray]:
+    """Every process's rows of ``arrays``, concatenated in process order.
+
+    Args:
+      arrays: arrays of one process with the same number of rows n_p on axis 0 (any
+        dtypes; the trailing shapes must agree across processes).
+
+    Returns:
+      The arrays with sum(n_p) rows, the same on every process.
+
+    Each row's bytes are packed into one u8 matrix, so one all-gather moves all arrays
+    in their own dtypes (float64 would otherwise be cast to float32 by JAX without x64).
+    """
+    arrays = [np.ascontiguousarray(a) for a in arrays]
+    n_rows = arrays[0].shape[0]
+    as_bytes = [a.reshape(n_rows, -1).view(np.uint8) if a.size else
+                np.zeros((n_rows, a.dtype.itemsize * int(np.prod(a.shape[1:]))), np.uint8)
+                for a in arrays]
+    packed = np.concatenate(as_bytes, axis=1)
+    sizes = _gathered(np.asarray([n_rows, packed.shape[1]]))
+    if (sizes[:, 1] != sizes[0, 1]).any():
+        raise ValueError("distributed=True: the processes' rows have different shapes or "
+                         "dtypes (bytes per row: " + ", ".join(map(str, sizes[:, 1])) + "); "
+                         "pass the same columns and label shapes on every process.")
+    longest = max(1, int(sizes[:, 0].max()))
+    padded = np.zeros((longest, packed.shape[1]), np.uint8)
+    padded[:n_rows] = packed
+    everyone = _all_gathered(padded)
+    rows = np.concatenate([everyone[p, :n] for p, n in enumerate(sizes[:, 0])])
+    out, start = [], 0
+    for a, b in zip(arrays, as_bytes, strict=True):
+        width = b.shape[1]
+        part = np.ascontiguousarray(rows[:, start:start + width])
+        out.append(part.view(a.dtype).reshape(rows.shape[0], *a.shape[1:]))
+        start += width
+    return out
+
+
+def _column_summaries(X: np.ndarray, weight: np.ndarray | None):
+    """Each column's distinct non-missing values, flattened over the columns.
+
+    Returns:
+      (feature i32[S], value f32[S], mass f64[S], count f64[S]): S entries, one per
+      distinct value of each column (NaN left out), with the summed weight and the count
+      of its rows.
+    """
+    parts = []
+    for f in range(X.shape[1]):
+        column = X[:, f]
+        present = ~np.isnan(column)
+        unique, inverse = np.unique(column[present], return_inverse=True)
+        count = np.bincount(inverse, minlength=unique.size).astype(np.float64)
+        mass = count if weight is None else np.bincount(
+            inverse, weights=weight[present], minlength=unique.size)
+        parts.append((np.full(unique.size, f, np.int32), unique.astype(FLOAT_DTYPE),
+                      mass, count))
+    return tuple(np.concatenate(p) for p in zip(*parts, strict=True))
+
+
+def merged_thresholds(X: np.ndarray, weight, n_bins: int) -> np.ndarray:
+    """f32[F, B - 1]: the bin edges of all processes' rows, the same on every process.
+
+    Args:
+      X: f32[N_p, F], this process's rows (NaN missing).
+      weight: f32[N_p] sample weights (traced weights are refused by ``fit`` earlier).
+      n_bins: the requested B; the result is trimmed by ``binning.bins_needed``.
+
+    Equal to ``Dataset.thresholds`` on the concatenated rows up to the order in which
+    float weights are summed (exact for counts and for weights that sum exactly), and
+    with every row used (one process cuts at most ``MAX_BINNING_ROWS`` sampled rows).
+    """
+    n_features = X.shape[1]
+    check_agree(n_features, "numbers of columns in X")
+    weights = None if weight is None else np.asarray(weight, np.float64)
+    if weights is not None and np.all(weights == 1.0):
+        weights = None  # unit weights are counts, as on one process
+    feature, value, mass, count = gather_rows(_column_summaries(X, weights))
+    thresholds = np.full((n_features, n_bins - 1), np.inf, FLOAT_DTYPE)
+    for f in range(n_features):
+        mine = feature == f
+        unique, inverse = np.unique(value[mine], return_inverse=True)
+        merged_mass = np.bincount(inverse, weights=mass[mine], minlength=unique.size)
+        if unique.size > n_bins - 1 and np.cumsum(merged_mass)[-1] <= 0:
+            merged_mass = np.bincount(inverse, weights=count[mine], minlength=unique.size)
+        cuts = cut_points_of_distinct(unique, merged_mass, n_bins - 1)
+        thresholds[f, :cuts.size] = cuts
+    return trimmed(thresholds, bins_needed(thresholds, n_bins))
+
+
+def gathered_labels(y, weight) -> tuple:
+    """(y, weight) of all processes' rows in process order: labels an array or a dict
+    of arrays with rows on axis 0, weight f32[N_p]."""
+    leaves, treedef = jax.tree.flatten(y)
+    *leaves, weight = gather_rows([np.asarray(a) for a in leaves] + [np.asarray(weight)])
+    return jax.tree.unflatten(treedef, leaves), weight
+
+
+def gathered_eval_sets(eval_set, **read_args) -> list[dict] | None:
+    """Each validation set with every process's rows, as dicts ``fit`` reads again.
+
+    Args:
+      eval_set: this process's validation sets, as ``fit`` takes them.
+      read_args: ``read_eval_set``'s keyword arguments (the training columns, encoder,
+        objective), to check each process's part before it is sent.
+
+    Every process then scores the whole sets itself: the same metrics, in the same
+    order of summation, so early stopping stops every process at the same round.
+    """
+    if not eval_set:
+        return eval_set
+    gathered = []
+    for i, entry in enumerate(eval_set):
+        rows = read_eval_set(i, entry, **read_args)
+        if rows.group is not None:
+            raise ValueError("distributed=True does not take validation sets with query ids "
+                             "yet: score ranking models after training.")
+        leaves, treedef = jax.tree.flatten(rows.y)
+        X, *leaves, weight = gather_rows([rows.X, *map(np.asarray, leaves),
+                                          np.asarray(rows.weight)])
+        gathered.append(dict(X=X, y=jax.tree.unflatten(treedef, leaves),
+                             sample_weight=weight, name=rows.name))
+    return gathered
+
+
+def check_supported(distributed, *, devices, categorical: bool, init_model, checkpoint_path,
+                    weight, base_margin=None) -> None:
+    """Refuses, before any collective, what ``fit(distributed=True)`` does not do yet."""
+    if distributed is not True:
+        raise TypeError(f"distributed must be True or False; got {distributed!r}.")
+    refused = [
+        (devices is not None, "devices= (the rows are split over every process's devices: "
+                              "drop devices=)"),
+        (categorical, "categorical columns (their encodings are fitted to one process's "
+                      "rows: encode them before fit, the same on every process)"),
+        (init_model is not None, "init_model (fit the total n_trees in one go)"),
+        (checkpoint_path is not None, "checkpoint_path (rerun the fit instead)"),
+        (base_margin is not None, "base_margin (its rows would have to be gathered with the "
+                                  "eval sets' margins: add the margin to the labels' loss "
+                                  "instead, or fit on one process)"),
+        (check.is_traced(weight), "jax.vmap or jax.jit around fit"),
+    ]
+    for refuse, what in refused:
+        if refuse:
+            raise ValueError(f"distributed=True does not take {what}.")
