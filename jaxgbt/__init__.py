@@ -4,6 +4,7 @@ from jaxgbt import differentiable as differentiable
 from jaxgbt import distributed as distributed
 from jaxgbt import objectives as objectives
 from jaxgbt import plot as plot
+from jaxgbt.data.chunks import ChunkedData as ChunkedData
 from jaxgbt.differentiable import as_function as as_function
 from jaxgbt.differentiable import finetune as finetune
 from jaxgbt.differentiable import finetune_trace as finetune_trace

@@ -21,6 +21,7 @@ from jaxgbt.core.round import BoostParams, TrainData
 from jaxgbt.data import categorical
 from jaxgbt.data import validation as check
 from jaxgbt.data.binning import apply_bins
+from jaxgbt.data.chunks import ChunkedData, read_chunked
 from jaxgbt.data.dataset import Dataset, read_eval_set
 from jaxgbt.data.distributed import (
     check_agree,
@@ -66,7 +67,10 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
         Hessians come from ``jax.grad``.
       X: array of shape (N, F) or a DataFrame (pandas, polars, pyarrow Table or
         RecordBatch, read by ``jaxgbt.data.frames``); NaN or null marks a missing value.
-        A DataFrame's column names are kept as the model's ``feature_names``.
+        A DataFrame's column names are kept as the model's ``feature_names``. Or a
+        ``jaxgbt.ChunkedData`` (rows in chunks or Parquet files, with their labels:
+        ``y=None``), binned chunk by chunk without holding the float rows; see
+        docs/external_memory.md.
       y: labels: shape (N,), (N, ...) or a dict of such arrays (a custom loss then sees
         one row of each, e.g. counts with exposures); a Series or DataFrame is read as
         its array. An (N, 1) column is read as (N,) for a loss with one scalar label
@@ -182,10 +186,10 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
     spec.check_run(n_trees, depth, n_bins, learning_rate, verbose)
     spec.check_mode(grow_policy, "grow_policy", GrowPolicy)
     spec.check_mode(boosting, "boosting", Boosting)
-    data = Dataset.read(X, y, sample_weight=sample_weight, group=group,
-                        categorical_features=categorical_features, objective=objective,
-                        kind=kind, feature_names=feature_names, n_outputs=n_outputs,
-                        column_order=getattr(init_model, "feature_names", None))
+    data = _training_rows(X, y, sample_weight=sample_weight, group=group,
+                          categorical_features=categorical_features, objective=objective,
+                          kind=kind, feature_names=feature_names, n_outputs=n_outputs,
+                          init_model=init_model, distributed=distributed)
     _check_distributed(distributed, data, devices, init_model, checkpoint_path, base_margin)
     n_outputs, vector_output = spec.outputs(objective, data.y, n_outputs, kind)
     curvature = spec.curvature(objective, hessian, vector_output)
@@ -199,7 +203,7 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
                                                       interaction_constraints)
     row_sampling, column_sampling = spec.sampling_methods(
         sampling, subsample, colsample_bytree, colsample_bylevel, colsample_bynode, grow_policy)
-    params = params._replace(**spec.constraints(monotone, interactions, data.X.shape[1]))
+    params = params._replace(**spec.constraints(monotone, interactions, data.n_columns))
     spec.check_loss_output(objective, data.y, n_outputs, vector_output, kind)
     margin = _base_margin(base_margin, base_score, eval_base_margin, eval_set, data.n_rows,
                           n_outputs, vector_output)
@@ -217,7 +221,7 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
         column_sampling=column_sampling, subsample=subsample, n_rows=data.n_rows,
         grow_policy=grow_policy,
         is_ordered=spec.ordered(boosting, objective, kind, curvature, mesh))
-    check_fit_memory(data.n_rows, data.X.shape[1], config.n_bins, depth, n_outputs,
+    check_fit_memory(data.n_rows, data.n_columns, config.n_bins, depth, n_outputs,
                      [jax.devices()[0]] if mesh is None else list(mesh.local_devices),
                      ordered=config.ordered, gathered_rows=config.sample_capacity)
     train_data = TrainData(bins=None, y=jax.tree.map(jnp.asarray, data.y),
@@ -234,7 +238,7 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
     # on the way handed back: the first fit's peak is then the larger of compilation's
     # and training's, not their sum (docs/benchmarks.md, peak memory).
     release_free_heap()
-    if compile_ahead(config, params, train_data, start_raw, data.X.shape, mesh):
+    if compile_ahead(config, params, train_data, start_raw, (data.n_rows, data.n_columns), mesh):
         release_free_heap()
     train_data = train_data._replace(bins=data.binned(thresholds))
     release_free_heap()  # the binning threads' sorted and transposed copies
@@ -257,6 +261,16 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
     if not check.is_traced(model.leaf_value):
         _check_finite(model, np.asarray(progress.bad_rows), data.n_rows)
     return model
+
+
+def _training_rows(X, y, *, init_model, distributed, **read_args) -> Dataset:
+    """The checked training rows: X in memory (``Dataset.read``), or a ``ChunkedData``
+    source read once for its labels and column summaries (``data.chunks``)."""
+    if isinstance(X, ChunkedData):
+        return read_chunked(X, y, init_model=init_model, distributed=distributed,
+                            **read_args)
+    return Dataset.read(X, y, column_order=getattr(init_model, "feature_names", None),
+                        **read_args)
 
 
 def _check_distributed(distributed, data: Dataset, devices, init_model,
@@ -466,13 +480,13 @@ def _evaluator(eval_set, eval_metric, early_stopping_rounds, callbacks, verbose,
     start_margins = init_model is not None or eval_base_margin is not None
     if distributed:  # every process scores the whole validation sets
         eval_set = gathered_eval_sets(
-            eval_set, encoder=data.encoder, n_features=data.X.shape[1], objective=objective,
+            eval_set, encoder=data.encoder, n_features=data.n_columns, objective=objective,
             kind=kind, traced=False, feature_names=data.feature_names,
             n_outputs=config.n_outputs if config.vector_output else None,
             n_classes=config.n_outputs)
     sets, starts = [], []
     for i, entry in enumerate(eval_set or []):
-        rows = read_eval_set(i, entry, encoder=data.encoder, n_features=data.X.shape[1],
+        rows = read_eval_set(i, entry, encoder=data.encoder, n_features=data.n_columns,
                              objective=objective, kind=kind, traced=traced,
                              feature_names=data.feature_names,
                              n_outputs=config.n_outputs if config.vector_output else None,

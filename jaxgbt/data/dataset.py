@@ -53,6 +53,11 @@ class Dataset:
         return self.X.shape[0]
 
     @property
+    def n_columns(self) -> int:
+        """The columns trees split on (F, or F_enc once encoded)."""
+        return self.X.shape[1]
+
+    @property
     def n_features(self) -> int:
         """F of the raw X (the encoder's input width once encoded)."""
         return self.X.shape[1] if self.encoder is None else self.encoder.n_features
