@@ -291,10 +291,12 @@ def _chunk_vector(i: int, values, n_rows: int, what: str, description: str) -> n
     if array.shape != (n_rows,):
         raise ValueError(f"{name} has shape {array.shape}; it needs ({n_rows},), one value "
                          "per row of the chunk's X.")
-    bad = np.flatnonzero(~np.isfinite(array))
+    # Infinite labels are left to ``check_y`` (a censored survival label may be +inf).
+    bad = np.flatnonzero(np.isnan(array) if what == "y" else ~np.isfinite(array))
     if bad.size:
-        raise ValueError(f"{name} has {bad.size} NaN or infinite values (first at row "
-                         f"{bad[0]} of the chunk); drop those rows or fill them.")
+        raise ValueError(f"{name} has {bad.size} NaN{'' if what == 'y' else ' or infinite'} "
+                         f"values (first at row {bad[0]} of the chunk); drop those rows or "
+                         "fill them.")
     if what == "weights" and (array < 0).any():
         raise ValueError(f"{name} has negative values; weights must be >= 0.")
     return array
