@@ -122,8 +122,9 @@ def fit_forest(X, y, *, task: str = "regression", n_trees: int = 100, depth: int
                        sampling="poisson", subsample=1.0, grow_policy=grow_policy,
                        **{layout(grow_policy).finest_colsample: colsample})
     model = _average(members)
-    # The rows as the trees read them: categorical columns as codes, under jit.
-    rows = check.check_X(X) if model.encoder is None else model.encoder.to_codes(X)
+    # The rows as the trees read them (categorical columns as codes, a sparse X
+    # densified), under jit.
+    rows = model.read_rows(X)
     oob = _compiled_oob(model, jnp.asarray(rows), jnp.asarray(seeds))
     return Forest(model, np.asarray(oob), _oob_score(task, target, oob), seeds, classes)
 

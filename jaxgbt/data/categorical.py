@@ -39,7 +39,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxgbt.core.dtypes import FLOAT_DTYPE
-from jaxgbt.data import frames
+from jaxgbt.data import frames, sparse
 from jaxgbt.data import validation as check
 
 NUMERIC, ONE_HOT, TARGET = "numeric", "one_hot", "target"
@@ -195,6 +195,11 @@ def read(X, categorical_features, name: str = "X"):
         raise TypeError(f"categorical_features must be None, 'auto' or a list of column indices "
                         f"or names; got {categorical_features!r}.")
     declared = list(declared)
+    if declared and sparse.is_sparse(X):
+        raise ValueError(f"categorical_features={declared!r} cannot be used with a "
+                         f"scipy.sparse {name}: categorical columns are read from labels or "
+                         "codes of a dense array or a DataFrame. One-hot encode them into "
+                         "the sparse matrix instead, or pass a dense X.")
     if not declared and not frames.is_frame(X):
         return X, None  # check_X reads an array without copying it
     table = frames.read(X, name)
