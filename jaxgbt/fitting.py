@@ -160,7 +160,8 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
     data = Dataset.read(X, y, sample_weight=sample_weight, group=group,
                         categorical_features=categorical_features, objective=objective,
                         kind=kind, feature_names=feature_names, n_outputs=n_outputs,
-                        column_order=getattr(init_model, "feature_names", None))
+                        column_order=getattr(init_model, "feature_names", None),
+                        encoder=getattr(init_model, "encoder", None))
     n_outputs, vector_output = spec.outputs(objective, data.y, n_outputs, kind)
     curvature = spec.curvature(objective, hessian, vector_output)
     rates = dict(subsample=subsample, goss_top_rate=goss_top_rate,
@@ -294,7 +295,7 @@ def _warm_start(init_model, base_score, data: Dataset, config):
         raise ValueError("base_score and init_model both set the starting margin; drop "
                          "base_score (the model's predictions are the start).")
     mismatch = {name: (getattr(init_model, attr), value) for name, attr, value in (
-        ("n_features", "n_features", X.shape[1]), ("depth", "depth", config.depth),
+        ("n_features", "n_features", data.n_features), ("depth", "depth", config.depth),
         ("n_outputs", "n_outputs", config.n_outputs),
         ("vector_output", "vector_output", config.vector_output),
         ("grow_policy", "grow_policy", config.grow_policy)) if getattr(
@@ -307,9 +308,18 @@ def _warm_start(init_model, base_score, data: Dataset, config):
     if None not in names and names[0] != names[1]:
         raise ValueError(f"init_model was trained on the columns {list(names[0])} but "
                          f"feature_names={list(names[1])}; continue it with the same columns.")
-    raw = init_model.predict_raw(X, n_trees=init_model.n_trees)
+    raw = _split_rows_margins(init_model, X)
     raw = raw if config.vector_output else raw[:, None]
     return init_model.base_score, raw.astype(jnp.float32), init_model.n_trees
+
+
+def _split_rows_margins(model: Booster, X) -> jax.Array:
+    """The raw margins of all of ``model``'s trees on rows X already as its trees read
+    them (f32[N, n_split_features]: its encoder applied, when it has one)."""
+    if model.encoder is not None:
+        model = dataclasses.replace(model, encoder=None, n_features=model.n_split_features,
+                                    feature_names=None)
+    return model.predict_raw(X, n_trees=model.n_trees)
 
 
 def _append(first: Booster, then: Booster) -> Booster:
@@ -360,7 +370,7 @@ def _evaluator(eval_set, eval_metric, early_stopping_rounds, callbacks, verbose,
         sets.append(EvalSet(rows.name, jax.device_put(apply_bins(rows.X, thresholds)),
                             jax.tree.map(jnp.asarray, rows.y), jnp.asarray(rows.weight), layout))
         if init_model is not None:
-            raw = init_model.predict_raw(rows.X, n_trees=init_model.n_trees)
+            raw = _split_rows_margins(init_model, rows.X)
             starts.append(raw if config.vector_output else raw[:, None])
     metrics = resolve_metrics(eval_metric, objective, config.vector_output, kind != "row")
     if kind == "dataset" and metrics and any(getattr(m, "on_margin", False) for m in metrics):
