@@ -242,7 +242,7 @@ def _booster(trees, thresholds: np.ndarray, start, objective: Objective, data: D
     # on the host when the trees are concrete (eagerly, each op would compile, and
     # jnp.asarray of a host array compiles a copy for every new number of trees).
     if check.is_traced(trees.feature):
-        threshold = jnp.asarray(thresholds)[trees.feature, trees.split_bin]
+        threshold = _compiled_lookup(jnp.asarray(thresholds), trees.feature, trees.split_bin)
     else:
         threshold = jax.device_put(np.asarray(thresholds)[np.asarray(trees.feature),
                                                           np.asarray(trees.split_bin)])
@@ -257,6 +257,12 @@ def _booster(trees, thresholds: np.ndarray, start, objective: Objective, data: D
                    encoder=data.encoder, grow_policy=config.grow_policy,
                    feature_names=data.feature_names, best_round=best_round, history=history,
                    cover=cover)
+
+
+@jax.jit
+def _compiled_lookup(thresholds, feature, split_bin):
+    # One program under vmap (fit_many, forests), where each eager op compiles alone.
+    return thresholds[feature, split_bin]
 
 
 def _checkpointing(path, every: int, evaluator: Evaluator, data: TrainData, params, start,

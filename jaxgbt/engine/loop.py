@@ -7,6 +7,7 @@ starts from a base score, a warm start's margins or a checkpoint's ``Progress``,
 the chunks' trees into one ``Progress``.
 """
 
+import functools
 from collections.abc import Callable
 from typing import NamedTuple
 
@@ -83,9 +84,7 @@ def train(config: BoostConfig, params: BoostParams, data: TrainData, base_score:
                                            n_trees_array)
         kept = min(config.rounds_per_chunk, n_trees - first_round)
         if kept < config.rounds_per_chunk:
-            trees, bad_rows = jax.tree.map(
-                lambda a, kept=kept: a[:kept] if is_traced(a) else np.asarray(a)[:kept],
-                (trees, bad_rows))
+            trees, bad_rows = _first_rounds((trees, bad_rows), kept)
         parts.append((trees, bad_rows))
         if on_chunk is not None:
             done = _joined(parts, raw, n_rows)
@@ -93,6 +92,20 @@ def train(config: BoostConfig, params: BoostParams, data: TrainData, base_score:
             if on_chunk(done):
                 break
     return _joined(parts, raw, n_rows)
+
+
+def _first_rounds(chunk, kept: int):
+    """The first ``kept`` rounds of a chunk's (trees, bad_rows): on the host when
+    concrete, else in one compiled program (under ``vmap``, where each eager slice of
+    each array would compile a program of its own)."""
+    if any(is_traced(a) for a in jax.tree.leaves(chunk)):
+        return _compiled_first_rounds(chunk, kept)
+    return jax.tree.map(lambda a: np.asarray(a)[:kept], chunk)
+
+
+@functools.partial(jax.jit, static_argnums=1)
+def _compiled_first_rounds(chunk, kept: int):
+    return jax.tree.map(lambda a: a[:kept], chunk)
 
 
 def _start(config: BoostConfig, base_score: jax.Array, start_raw: jax.Array | None,
@@ -144,6 +157,10 @@ def _joined(parts: list, margins, n_rows: int) -> Progress:
 
 
 def _concatenate(chunks):
+    # The empty host arrays of no rounds done add nothing; joined to a traced chunk
+    # under vmap they would cost a broadcast, a transpose and a concatenate, each
+    # compiled on its own.
+    chunks = [c for c in chunks if c.shape[0]] or chunks[:1]
     if any(is_traced(c) for c in chunks):
         return chunks[0] if len(chunks) == 1 else jnp.concatenate(chunks)
     # device_put: jnp.asarray of a host array may compile a copy.
