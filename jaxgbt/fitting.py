@@ -160,8 +160,7 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
     data = Dataset.read(X, y, sample_weight=sample_weight, group=group,
                         categorical_features=categorical_features, objective=objective,
                         kind=kind, feature_names=feature_names, n_outputs=n_outputs,
-                        column_order=getattr(init_model, "feature_names", None),
-                        encoder=getattr(init_model, "encoder", None))
+                        continued=init_model)
     n_outputs, vector_output = spec.outputs(objective, data.y, n_outputs, kind)
     curvature = spec.curvature(objective, hessian, vector_output)
     rates = dict(subsample=subsample, goss_top_rate=goss_top_rate,

@@ -59,19 +59,19 @@ class Dataset:
 
     @classmethod
     def read(cls, X, y, *, sample_weight, group, categorical_features, objective,
-             kind: str, feature_names=None, n_outputs=None, column_order=None,
-             encoder=None) -> "Dataset":
+             kind: str, feature_names=None, n_outputs=None, continued=None) -> "Dataset":
         """Checks the training inputs.
 
         Args:
           kind: the loss's ("row", "group", "dataset").
           feature_names: None or F names (``check.check_feature_names``).
           n_outputs: fit's ``n_outputs`` argument (``check.check_y``).
-          column_order: None, or names to put a DataFrame's columns in first: those of
-            the model an ``init_model`` fit continues.
-          encoder: the categorical encoder of the model an ``init_model`` fit continues,
-            or None; X is then read as its codes (``categorical.read_with``).
+          continued: the model an ``init_model`` fit continues, or None. A DataFrame's
+            columns are matched to its ``feature_names``, and with categorical features
+            X is read as its encoder's codes (``categorical.read_with``).
         """
+        column_order = getattr(continued, "feature_names", None)
+        encoder = getattr(continued, "encoder", None)
         if column_order is not None:
             X = frames.select_columns(X, column_order)
         columns = frames.column_names(X)
