@@ -269,8 +269,7 @@ def _training_rows(X, y, *, init_model, distributed, **read_args) -> Dataset:
     if isinstance(X, ChunkedData):
         return read_chunked(X, y, init_model=init_model, distributed=distributed,
                             **read_args)
-    return Dataset.read(X, y, column_order=getattr(init_model, "feature_names", None),
-                        **read_args)
+    return Dataset.read(X, y, continued=init_model, **read_args)
 
 
 def _check_distributed(distributed, data: Dataset, devices, init_model,
@@ -313,7 +312,7 @@ def _booster(trees, thresholds: np.ndarray, start, objective: Objective, data: D
     # on the host when the trees are concrete (eagerly, each op would compile, and
     # jnp.asarray of a host array compiles a copy for every new number of trees).
     if check.is_traced(trees.feature):
-        threshold = jnp.asarray(thresholds)[trees.feature, trees.split_bin]
+        threshold = _compiled_lookup(jnp.asarray(thresholds), trees.feature, trees.split_bin)
     else:
         threshold = jax.device_put(np.asarray(thresholds)[np.asarray(trees.feature),
                                                           np.asarray(trees.split_bin)])
@@ -328,6 +327,12 @@ def _booster(trees, thresholds: np.ndarray, start, objective: Objective, data: D
                    encoder=data.encoder, grow_policy=config.grow_policy,
                    feature_names=data.feature_names, best_round=best_round, history=history,
                    cover=cover)
+
+
+@jax.jit
+def _compiled_lookup(thresholds, feature, split_bin):
+    # One program under vmap (fit_many, forests), where each eager op compiles alone.
+    return thresholds[feature, split_bin]
 
 
 def _checkpointing(path, every: int, evaluator: Evaluator, data: TrainData, params, start,
@@ -422,7 +427,7 @@ def _warm_start(init_model, base_score, data: Dataset, config, margin=None):
         raise ValueError("base_score and init_model both set the starting margin; drop "
                          "base_score (the model's predictions are the start).")
     mismatch = {name: (getattr(init_model, attr), value) for name, attr, value in (
-        ("n_features", "n_features", X.shape[1]), ("depth", "depth", config.depth),
+        ("n_features", "n_features", data.n_features), ("depth", "depth", config.depth),
         ("n_outputs", "n_outputs", config.n_outputs),
         ("vector_output", "vector_output", config.vector_output),
         ("grow_policy", "grow_policy", config.grow_policy)) if getattr(
@@ -435,9 +440,19 @@ def _warm_start(init_model, base_score, data: Dataset, config, margin=None):
     if None not in names and names[0] != names[1]:
         raise ValueError(f"init_model was trained on the columns {list(names[0])} but "
                          f"feature_names={list(names[1])}; continue it with the same columns.")
-    raw = init_model.predict_raw(X, n_trees=init_model.n_trees, base_margin=margin)
+    raw = _split_rows_margins(init_model, X, margin)
     raw = raw if config.vector_output else raw[:, None]
     return init_model.base_score, raw.astype(jnp.float32), init_model.n_trees
+
+
+def _split_rows_margins(model: Booster, X, base_margin=None) -> jax.Array:
+    """The raw margins of all of ``model``'s trees on rows X already as its trees read
+    them (f32[N, n_split_features]: its encoder applied, when it has one), started from
+    ``base_margin`` (f32[N] or f32[N, K]) when given."""
+    if model.encoder is not None:
+        model = dataclasses.replace(model, encoder=None, n_features=model.n_split_features,
+                                    feature_names=None)
+    return model.predict_raw(X, n_trees=model.n_trees, base_margin=base_margin)
 
 
 def _append(first: Booster, then: Booster) -> Booster:
@@ -500,8 +515,7 @@ def _evaluator(eval_set, eval_metric, early_stopping_rounds, callbacks, verbose,
                                              config.n_outputs, config.vector_output,
                                              f"eval_base_margin[{i}]")
         if init_model is not None:
-            raw = init_model.predict_raw(rows.X, n_trees=init_model.n_trees,
-                                         base_margin=margin)
+            raw = _split_rows_margins(init_model, rows.X, margin)
             starts.append(raw if config.vector_output else raw[:, None])
         elif margin is not None:
             starts.append(jax.device_put(margin))

@@ -22,6 +22,8 @@ e^-1 = 0.368 in both.
 """
 
 import dataclasses
+import functools
+from concurrent.futures import ThreadPoolExecutor
 from typing import NamedTuple
 
 import jax
@@ -116,16 +118,36 @@ def fit_forest(X, y, *, task: str = "regression", n_trees: int = 100, depth: int
                               dict(n_bins=n_bins, depth=depth))[0]
         n_batches = -(-n_trees // fits)
         batch_size = -(-n_trees // n_batches)  # equal batches: little padding
-    members = fit_many(objective, X, target, params={"seed": seeds}, batch_size=batch_size,
+    # The bootstrap counts' program (1.5-2 s to compile: jax.random.poisson's two
+    # samplers) compiles on another thread while the trees grow.
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        counts_program = pool.submit(_counts_program, len(seeds), X.shape[0])
+        members = _grown_trees(objective, X, target, seeds, batch_size, depth, n_bins, l2,
+                               min_child_weight, start, grow_policy, colsample)
+        counts = counts_program.result()(jnp.asarray(seeds))
+    model = _average(members)
+    # The rows as the trees read them (categorical columns as codes, a sparse X
+    # densified), under jit.
+    rows = model.read_rows(X)
+    oob = _compiled_oob(model, jnp.asarray(rows), counts)
+    return Forest(model, np.asarray(oob), _oob_score(task, target, oob), seeds, classes)
+
+
+def _grown_trees(objective, X, target, seeds, batch_size, depth, n_bins, l2,
+                 min_child_weight, start, grow_policy, colsample) -> Booster:
+    """The forest's trees: T one-round fits, vmapped over their seeds (stacked)."""
+    return fit_many(objective, X, target, params={"seed": seeds}, batch_size=batch_size,
                        n_trees=1, depth=depth, n_bins=n_bins, learning_rate=1.0, l2=l2,
                        min_child_weight=min_child_weight, base_score=start,
                        sampling="poisson", subsample=1.0, grow_policy=grow_policy,
-                       **{layout(grow_policy).finest_colsample: colsample})
-    model = _average(members)
-    # The rows as the trees read them: categorical columns as codes, under jit.
-    rows = check.check_X(X) if model.encoder is None else model.encoder.to_codes(X)
-    oob = _compiled_oob(model, jnp.asarray(rows), jnp.asarray(seeds))
-    return Forest(model, np.asarray(oob), _oob_score(task, target, oob), seeds, classes)
+                    **{layout(grow_policy).finest_colsample: colsample})
+
+
+@functools.cache
+def _counts_program(n_trees: int, n_rows: int):
+    """``bootstrap_counts`` compiled for T seeds and N rows."""
+    seeds = jax.ShapeDtypeStruct((n_trees,), jnp.uint32)
+    return jax.jit(bootstrap_counts, static_argnums=1).lower(seeds, n_rows).compile()
 
 
 def bootstrap_counts(seeds, n_rows: int, subsample: float = 1.0) -> jax.Array:
@@ -168,9 +190,9 @@ def oob_predict(model: Booster, X, counts: jax.Array) -> jax.Array:
 
 
 @jax.jit
-def _compiled_oob(model: Booster, X: jax.Array, seeds: jax.Array) -> jax.Array:
-    # One program for the draws and the averages (eagerly, each op compiles alone).
-    return oob_predict(model, X, bootstrap_counts(seeds, X.shape[0]))
+def _compiled_oob(model: Booster, X: jax.Array, counts: jax.Array) -> jax.Array:
+    # One program for the averages (eagerly, each op compiles alone).
+    return oob_predict(model, X, counts)
 
 
 def _targets(task: str, y, n_rows: int):
@@ -212,16 +234,20 @@ def _average(members: Booster) -> Booster:
     members' average."""
     n_trees = members.feature.shape[0]
 
+    # On the host: on the device each reshape, slice and division would compile a
+    # program of its own, for every new T.
     def flat(a):  # [T, 1, ...] -> [T, ...]
+        a = np.asarray(a)
         return a.reshape((n_trees,) + a.shape[2:])
 
     # Member 0 supplies every field the trees do not (base score, objective, ...).
-    return dataclasses.replace(members[0], feature=flat(members.feature),
-                               threshold=flat(members.threshold),
-                               default_left=flat(members.default_left),
-                               split_gain=flat(members.split_gain),
-                               leaf_value=flat(members.leaf_value) / n_trees,
-                               cover=None if members.cover is None else flat(members.cover))
+    first = jax.tree.map(lambda a: jax.device_put(np.asarray(a)[0]), members)
+    leaf_value = flat(members.leaf_value) / np.float32(n_trees)
+    return dataclasses.replace(
+        first, **{name: jax.device_put(flat(getattr(members, name)))
+                  for name in ("feature", "threshold", "default_left", "split_gain")},
+        leaf_value=jax.device_put(leaf_value),
+        cover=None if members.cover is None else jax.device_put(flat(members.cover)))
 
 
 def _oob_score(task: str, target: np.ndarray, oob: jax.Array) -> float:

@@ -13,7 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxgbt.core.layout import Layout, Oblivious, layout
-from jaxgbt.data import frames
+from jaxgbt.data import frames, sparse
 from jaxgbt.data.categorical import Encoder
 from jaxgbt.data.transfer import to_device
 from jaxgbt.data.validation import check_base_margin, check_predict_X, is_traced, unmasked
@@ -123,9 +123,13 @@ class Booster:
 
     def read_rows(self, X) -> np.ndarray:
         """X read on the host as [N, F] numbers: a DataFrame's columns by name, masked
-        cells as NaN, labelled categorical columns as the encoder's codes."""
+        cells as NaN, labelled categorical columns as the encoder's codes; a
+        scipy.sparse X densified (``predict`` densifies it in blocks of rows instead)."""
         self._check_one_model()
         X = unmasked(X)
+        if sparse.is_sparse(X):
+            check_predict_X(X, self.n_features)
+            X = sparse.densified(X)
         if self.feature_names is not None:
             X = frames.select_columns(X, self.feature_names)  # a DataFrame's columns, by name
         if self.encoder is not None:
@@ -149,6 +153,9 @@ class Booster:
 
     def leaf_index(self, X) -> jax.Array:
         """i32[N, T]: the leaf each row reaches in each tree."""
+        if sparse.is_sparse(X):  # blocks of rows densified, never the whole matrix
+            check_predict_X(X, self.n_features)
+            return jnp.concatenate([self.leaf_index(rows) for rows in sparse.row_blocks(X)])
         X = self._check_X(X)
         return _compiled_leaf_index(_for_prediction(self), X)
 
@@ -184,8 +191,13 @@ class Booster:
         (``bucket_rows``) before it goes to the device, and the padding is cut from the
         result on the host: batches of 1 to 100,000 rows then run through at most 14
         compiled programs instead of one per batch size. A device array or a traced X
-        is used as it is.
+        is used as it is; a scipy.sparse X is predicted in dense blocks of rows
+        (``sparse.row_blocks``).
         """
+        if sparse.is_sparse(X):
+            check_predict_X(X, self.n_features)
+            return jnp.concatenate([self._predictions(rows, n_trees, linked)
+                                    for rows in sparse.row_blocks(X)])
         if is_traced(X) or isinstance(X, jax.Array):
             X, n_rows, encoded = self._check_X(X), None, True
             margin = self._start_margin(base_margin, X.shape[0], X.shape[0])

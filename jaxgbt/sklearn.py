@@ -101,6 +101,7 @@ class _JaxGBTModel(BaseEstimator):
         tags = super().__sklearn_tags__()
         tags.input_tags.allow_nan = True  # NaN is a missing value, with its own bin
         tags.input_tags.categorical = True  # a DataFrame's category columns
+        tags.input_tags.sparse = True  # scipy.sparse X is binned without densifying it
         tags.target_tags.required = True
         return tags
 
@@ -109,12 +110,13 @@ class _JaxGBTModel(BaseEstimator):
     def _validated_X(self, X, *, reset: bool, categorical_features=None):
         """X checked as scikit-learn checks it: a DataFrame goes on as it is (jaxgbt
         reads its columns, categorical ones included); anything else becomes a float
-        array of shape (N, F), NaN allowed and inf refused."""
+        array of shape (N, F) (a scipy.sparse one stays sparse, as CSR or CSC), NaN
+        allowed and inf refused."""
         if _is_frame(X):
             return validate_data(self, X, reset=reset, skip_check_array=True)
         # Labels of categorical columns in an object array are read by jaxgbt itself.
         labels = categorical_features is not None
-        return validate_data(self, X, reset=reset, accept_sparse=False,
+        return validate_data(self, X, reset=reset, accept_sparse=("csr", "csc"),
                              dtype=None if labels else (np.float64, np.float32),
                              ensure_all_finite=False if labels else "allow-nan",
                              ensure_min_samples=2 if reset else 1)

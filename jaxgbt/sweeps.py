@@ -189,16 +189,26 @@ def vmapped_fit(objective: Objective, X, y, rows: dict[str, jax.Array],
     index = np.minimum(np.arange(n_batches * batch_size), n_members - 1)
     batches = []
     for b in range(n_batches):
-        take = jnp.asarray(index[b * batch_size:(b + 1) * batch_size])
-        batches.append(jax.vmap(fit_one)({name: values[take] for name, values in rows.items()}))
+        take = index[b * batch_size:(b + 1) * batch_size]
+        batches.append(jax.vmap(fit_one)({name: _take(values, take)
+                                          for name, values in rows.items()}))
     if n_batches == 1:
         models = batches[0]
     else:
         models = jax.tree.map(lambda *parts: jnp.concatenate(parts), *batches)
-    models = jax.tree.map(lambda a: a[:n_members], models)
+    if n_batches * batch_size != n_members:
+        models = jax.tree.map(lambda a: a[:n_members], models)
     if not any(check.is_traced(a) for a in jax.tree.leaves(models)):
         _check_members_finite(models, rows, n_members)
     return models
+
+
+def _take(values, index: np.ndarray):
+    """The members ``index`` of swept values: on the host when they are concrete (an
+    eager gather compiles a program for every new shape)."""
+    if check.is_traced(values):
+        return values[jnp.asarray(index)]
+    return jax.device_put(np.asarray(values)[index])
 
 
 def _check_members_finite(models: Booster, rows: Mapping[str, Any], n_members: int) -> None:

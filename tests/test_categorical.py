@@ -47,6 +47,58 @@ def frame_model():
     return jaxgbt.fit("logistic", frame, y, categorical_features=["size"], **SMALL), frame, y
 
 
+# Continuing a model (init_model) ----------------------------------------------------------
+
+ADULT_FIT = dict(depth=4, learning_rate=0.2, n_bins=64)
+
+
+@pytest.fixture(scope="module")
+def adult_continued():
+    """Adult's first 3000 training rows: 20 trees, then 20 more from them (string
+    categoricals: target statistics for most columns, one-hot for sex)."""
+    train, test = load_adult()
+    train, test = train.iloc[:3000], test.iloc[:500]
+    y = (train.pop("income") == ">50K").to_numpy(np.float32)
+    test.pop("income")
+    names = list(train.select_dtypes(exclude="number").columns)
+    first = jaxgbt.fit("logistic", train, y, categorical_features=names, n_trees=20,
+                       **ADULT_FIT)
+    more = jaxgbt.fit("logistic", train, y, categorical_features=names, n_trees=20,
+                      init_model=first, **ADULT_FIT)
+    return first, more, train, y, test
+
+
+def test_continued_model_adds_trees_to_the_models_predictions(adult_continued):
+    first, more, _, _, test = adult_continued
+    assert more.n_trees == 40
+    assert {column.kind for column in first.encoder.columns} == {
+        categorical.NUMERIC, categorical.ONE_HOT, categorical.TARGET}
+    # The new trees read the columns through the first model's encoder, its prediction
+    # statistics unchanged (not fitted again on the new rows).
+    for a, b in zip(jax.tree.leaves(first.encoder), jax.tree.leaves(more.encoder), strict=True):
+        np.testing.assert_array_equal(a, b)
+    assert more.encoder.columns == first.encoder.columns
+    np.testing.assert_array_equal(more.threshold[:20], first.threshold)
+    leaves = np.asarray(more.leaf_index(test))[:, 20:]  # [N, 20]
+    added = np.take_along_axis(np.asarray(more.leaf_value)[20:, :, 0], leaves.T, axis=1)
+    np.testing.assert_allclose(more.predict_raw(test),
+                               np.asarray(first.predict_raw(test)) + added.sum(axis=0),
+                               rtol=1e-5, atol=1e-5)
+
+
+def test_continued_fit_reads_unseen_levels_as_predict_does(adult_continued):
+    first, _, train, y, _ = adult_continued
+    changed = train.assign(workclass=train["workclass"].where(np.arange(len(train)) % 2 == 0,
+                                                             "Martian"))
+    more = jaxgbt.fit("logistic", changed, y, n_trees=4, init_model=first,
+                      categorical_features=["workclass"], **ADULT_FIT)
+    np.testing.assert_allclose(more.predict_raw(changed, n_trees=20),
+                               first.predict_raw(changed), rtol=1e-5, atol=1e-5)
+    with pytest.raises(ValueError, match=r"missing columns \['sex'\]"):
+        jaxgbt.fit("logistic", train.drop(columns="sex"), y, n_trees=4, init_model=first,
+                   **ADULT_FIT)
+
+
 # Ordered target statistics ---------------------------------------------------------------
 
 
@@ -280,9 +332,14 @@ def test_errors_name_the_problem(frame_model):
     model, frame, y = frame_model
     with pytest.raises(ValueError, match="which X does not have"):
         jaxgbt.fit("logistic", frame, y, categorical_features=["colour"], **SMALL)
-    with pytest.raises(ValueError, match="init_model cannot continue"):
-        jaxgbt.fit("logistic", frame, y, categorical_features=["size"], init_model=model,
+    with pytest.raises(ValueError, match=r"names the columns \['x'\], which init_model "
+                       "takes as numbers"):
+        jaxgbt.fit("logistic", frame, y, categorical_features=["x"], init_model=model,
                    **SMALL)
+    plain = jaxgbt.fit("logistic", frame[["x"]].assign(z=1.0), y, **SMALL)
+    with pytest.raises(ValueError, match="init_model has no categorical features"):
+        jaxgbt.fit("logistic", frame[["x"]].assign(z=frame["size"]), y, init_model=plain,
+                   categorical_features=["z"], **SMALL)
     with pytest.raises(ValueError, match=r"Raise one_hot_max_size to at least 9"):
         jaxgbt.fit(lambda y, f: (y["a"] - f) ** 2, frame, {"a": y},
                    categorical_features=["size"], **SMALL)

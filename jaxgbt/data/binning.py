@@ -13,6 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from jaxgbt.core.dtypes import BIN_DTYPE, FLOAT_DTYPE
+from jaxgbt.data import sparse
 from jaxgbt.data.transfer import aligned_empty
 
 # Cut points are found on at most this many rows (LightGBM's bin_construct_sample_cnt
@@ -47,21 +48,28 @@ def _distinct_values(values: np.ndarray, weights: np.ndarray | None
     return unique, np.bincount(inverse, weights=weights, minlength=unique.size)
 
 
-def _cut_points(values: np.ndarray, weights: np.ndarray | None, n_value_bins: int
-                ) -> np.ndarray:
+def _cut_points(values: np.ndarray, weights: np.ndarray | None, n_value_bins: int,
+                implicit_zeros: tuple[int, float] = (0, 0.0)) -> np.ndarray:
     """Cut points of one feature: f32[<= n_value_bins - 1], strictly increasing.
 
     Args:
       values: f32[n], the feature's non-missing values.
       weights: f64[n] or None (every row weighs 1).
+      implicit_zeros: (count, weight) of zeros not in ``values``: the entries a sparse
+        column does not store (``weight`` unused when ``weights`` is None).
 
     See ``cut_points_of_distinct``.
     """
-    if values.size == 0:
+    n_zeros, zero_weight = implicit_zeros
+    if values.size == 0:  # at most the implicit zeros: one value, no cut
         return np.empty(0, FLOAT_DTYPE)
     unique, mass = _distinct_values(values, weights)
+    if n_zeros:
+        unique, mass = _with_zeros(unique, mass, n_zeros if weights is None else zero_weight)
     if unique.size > n_value_bins and np.cumsum(mass)[-1] <= 0:
-        mass = _distinct_values(values, None)[1]  # all weights zero here: fall back to counts
+        # all weights zero here: fall back to counts
+        counts = _distinct_values(values, None)
+        mass = _with_zeros(*counts, n_zeros)[1] if n_zeros else counts[1]
     return cut_points_of_distinct(unique, mass, n_value_bins)
 
 
@@ -94,6 +102,19 @@ def cut_points_of_distinct(unique: np.ndarray, mass: np.ndarray, n_value_bins: i
     return np.unique(_outside_flush_band(cuts))
 
 
+def _with_zeros(unique: np.ndarray, mass: np.ndarray, zero_mass: float
+                ) -> tuple[np.ndarray, np.ndarray]:
+    """(unique f32[U'], mass f64[U']) with ``zero_mass`` more on the value 0, inserted in
+    order when absent: the distinct values of a sparse column with its implicit zeros."""
+    at = int(np.searchsorted(unique, 0.0, side="left"))
+    mass = mass.astype(np.float64)
+    if at < unique.size and unique[at] == 0:
+        mass = mass.copy()
+        mass[at] += zero_mass
+        return unique, mass
+    return (np.insert(unique, at, FLOAT_DTYPE(0)), np.insert(mass, at, zero_mass))
+
+
 # XLA flushes float32 subnormals (0 < |x| < 1.18e-38) to zero on CPU, GPU and TPU, in X
 # and in thresholds alike, while NumPy (binning on the host, a user's own evaluation of
 # the trees) keeps them. A cut inside that band would send a subnormal value one way on
@@ -115,7 +136,8 @@ def compute_thresholds(X: np.ndarray, n_bins: int, sample_weight: np.ndarray | N
     """Per-feature split thresholds.
 
     Args:
-      X: ndarray of shape (N, F), dtype float32; NaN marks a missing value.
+      X: ndarray of shape (N, F), dtype float32, or a CSC matrix of float32 values
+        (``sparse.check_sparse_X``); NaN marks a missing value.
       n_bins: B, bins per feature including the missing-value bin, 3..256.
       sample_weight: ndarray of shape (N,) or None; the quantiles are weighted.
       seed: picks the rows used when N exceeds MAX_BINNING_ROWS.
@@ -129,23 +151,40 @@ def compute_thresholds(X: np.ndarray, n_bins: int, sample_weight: np.ndarray | N
     weights = None if sample_weight is None else np.asarray(sample_weight, np.float64)
     if weights is not None and weights.size and np.all(weights == 1.0):
         weights = None  # unit weights are counts: the faster path, the same cuts
+    is_sparse = sparse.is_sparse(X)
     if n_rows > MAX_BINNING_ROWS:
         rows = np.sort(np.random.default_rng(seed).choice(n_rows, MAX_BINNING_ROWS, replace=False))
-        X = X[rows]
+        X = sparse.rows(X, rows) if is_sparse else X[rows]
         weights = None if weights is None else weights[rows]
     thresholds = np.full((n_features, n_value_bins), np.inf, FLOAT_DTYPE)
 
     def cut_feature(f: int) -> None:
-        column = X[:, f]
-        present = ~np.isnan(column)
-        cuts = _cut_points(column[present], None if weights is None else weights[present],
-                           n_value_bins)
+        if is_sparse:
+            cuts = _sparse_cut_points(X, f, weights, n_value_bins)
+        else:
+            column = X[:, f]
+            present = ~np.isnan(column)
+            cuts = _cut_points(column[present], None if weights is None else weights[present],
+                               n_value_bins)
         thresholds[f, : cuts.size] = cuts
 
     # NumPy's sorts release the GIL: one thread per core.
     with ThreadPoolExecutor(max_workers=min(os.cpu_count() or 1, max(n_features, 1))) as pool:
         list(pool.map(cut_feature, range(n_features)))
     return thresholds
+
+
+def _sparse_cut_points(X, f: int, weights: np.ndarray | None, n_value_bins: int
+                       ) -> np.ndarray:
+    """``_cut_points`` of column f of a CSC matrix: its stored values and its implicit
+    zeros, the same cuts as those of the column densified."""
+    rows, values, n_zeros = sparse.column_values(X, f)
+    present = ~np.isnan(values)
+    if weights is None:
+        return _cut_points(values[present], None, n_value_bins, (n_zeros, 0.0))
+    zero_weight = weights.sum() - weights[rows].sum() if n_zeros else 0.0
+    return _cut_points(values[present], weights[rows[present]], n_value_bins,
+                       (n_zeros, zero_weight))
 
 
 def bins_needed(thresholds: np.ndarray, n_bins: int) -> int:
@@ -177,7 +216,8 @@ def apply_bins(X: np.ndarray, thresholds: np.ndarray) -> np.ndarray:
     """Bins X with the thresholds of ``compute_thresholds``.
 
     Args:
-      X: ndarray of shape (N, F), dtype float32.
+      X: ndarray of shape (N, F), dtype float32, or a CSC matrix of float32 values
+        (``sparse.check_sparse_X``; binned column by column, never densified).
       thresholds: ndarray of shape (F, B - 1), dtype float32.
 
     Returns:
@@ -188,6 +228,9 @@ def apply_bins(X: np.ndarray, thresholds: np.ndarray) -> np.ndarray:
     """
     n_rows, n_features = X.shape
     binned = aligned_empty((n_features, n_rows), BIN_DTYPE)  # jax.device_put adopts it
+    if sparse.is_sparse(X):
+        _apply_sparse_bins(X, thresholds, binned)
+        return binned
 
     def bin_block(task: tuple[int, int]) -> None:
         # searchsorted on a contiguous column is twice as fast as on a strided one, so
@@ -208,3 +251,17 @@ def apply_bins(X: np.ndarray, thresholds: np.ndarray) -> np.ndarray:
     with ThreadPoolExecutor(max_workers=max(1, min(os.cpu_count() or 1, len(tasks)))) as pool:
         list(pool.map(bin_block, tasks))
     return binned
+
+
+def _apply_sparse_bins(X, thresholds: np.ndarray, binned: np.ndarray) -> None:
+    """Fills ``binned`` u8[F, N] from CSC X: each column's bin of 0, then its stored
+    entries' bins (NaN to the missing bin, as in ``apply_bins``)."""
+
+    def bin_feature(f: int) -> None:
+        rows, values, _ = sparse.column_values(X, f)
+        binned[f] = np.searchsorted(thresholds[f], FLOAT_DTYPE(0), side="left")
+        binned[f, rows] = np.searchsorted(thresholds[f], values, side="left")
+
+    with ThreadPoolExecutor(max_workers=max(1, min(os.cpu_count() or 1,
+                                                   X.shape[1]))) as pool:
+        list(pool.map(bin_feature, range(X.shape[1])))

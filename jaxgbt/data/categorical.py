@@ -39,7 +39,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxgbt.core.dtypes import FLOAT_DTYPE
-from jaxgbt.data import frames
+from jaxgbt.data import frames, sparse
 from jaxgbt.data import validation as check
 
 NUMERIC, ONE_HOT, TARGET = "numeric", "one_hot", "target"
@@ -195,6 +195,11 @@ def read(X, categorical_features, name: str = "X"):
         raise TypeError(f"categorical_features must be None, 'auto' or a list of column indices "
                         f"or names; got {categorical_features!r}.")
     declared = list(declared)
+    if declared and sparse.is_sparse(X):
+        raise ValueError(f"categorical_features={declared!r} cannot be used with a "
+                         f"scipy.sparse {name}: categorical columns are read from labels or "
+                         "codes of a dense array or a DataFrame. One-hot encode them into "
+                         "the sparse matrix instead, or pass a dense X.")
     if not declared and not frames.is_frame(X):
         return X, None  # check_X reads an array without copying it
     table = frames.read(X, name)
@@ -217,6 +222,36 @@ def read(X, categorical_features, name: str = "X"):
         else:
             labels.append(None)
     return out, Declared(tuple(sorted(chosen)), tuple(labels))
+
+
+def read_with(encoder: Encoder, X, categorical_features, name: str = "X") -> np.ndarray:
+    """X read for a fit that continues a model with categorical columns: f32[N, F] codes
+    in the model's labels (``Encoder.to_codes``: unseen labels as -1, as predict reads
+    them), so that the new trees see the columns exactly as the model's trees do.
+
+    Args:
+      categorical_features: None, "auto", or the model's categorical columns (indices
+        or names); a column the model takes as numbers is an error.
+    """
+    if sparse.is_sparse(X):
+        raise ValueError(f"init_model has categorical features, which a scipy.sparse {name} "
+                         "cannot hold; pass X as a DataFrame or a dense array, as for "
+                         "predict.")
+    table = frames.read(X, name)
+    if categorical_features not in (None, "auto"):
+        if isinstance(categorical_features, (str, bytes)) or not hasattr(
+                categorical_features, "__iter__"):
+            raise TypeError(f"categorical_features must be None, 'auto' or a list of column "
+                            f"indices or names; got {categorical_features!r}.")
+        declared = {_declared_index(entry, table, name) for entry in categorical_features}
+        numeric = [table.column_label(j) for j in sorted(declared)
+                   if encoder.columns[j].kind == NUMERIC]
+        if numeric:
+            raise ValueError(f"categorical_features names the columns {numeric}, which "
+                             "init_model takes as numbers; a continued fit encodes the "
+                             "columns as the model does. Leave categorical_features out, or "
+                             "give the model's categorical columns.")
+    return encoder.to_codes(table, name)
 
 
 def _declared_index(entry, table: frames.Table, name: str) -> int:

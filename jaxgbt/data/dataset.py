@@ -64,20 +64,26 @@ class Dataset:
 
     @classmethod
     def read(cls, X, y, *, sample_weight, group, categorical_features, objective,
-             kind: str, feature_names=None, n_outputs=None, column_order=None) -> "Dataset":
+             kind: str, feature_names=None, n_outputs=None, continued=None) -> "Dataset":
         """Checks the training inputs.
 
         Args:
           kind: the loss's ("row", "group", "dataset").
           feature_names: None or F names (``check.check_feature_names``).
           n_outputs: fit's ``n_outputs`` argument (``check.check_y``).
-          column_order: None, or names to put a DataFrame's columns in first: those of
-            the model an ``init_model`` fit continues.
+          continued: the model an ``init_model`` fit continues, or None. A DataFrame's
+            columns are matched to its ``feature_names``, and with categorical features
+            X is read as its encoder's codes (``categorical.read_with``).
         """
+        column_order = getattr(continued, "feature_names", None)
+        encoder = getattr(continued, "encoder", None)
         if column_order is not None:
             X = frames.select_columns(X, column_order)
         columns = frames.column_names(X)
-        X, declared = categorical.read(X, categorical_features)
+        if encoder is None:
+            X, declared = categorical.read(X, categorical_features)
+        else:
+            X, declared = categorical.read_with(encoder, X, categorical_features), None
         X = check.check_X(X)
         names = check.check_feature_names(feature_names, columns, X.shape[1])
         y = check.check_y(y, X.shape[0], objective, n_outputs=n_outputs, kind=kind)
@@ -91,15 +97,19 @@ class Dataset:
         """The rows with categorical columns encoded (``categorical.fit_encoder``).
 
         Args:
-          init_model: the model this fit continues, or None; neither it nor this fit
-            may have categorical features.
+          init_model: the model this fit continues, or None. Its encoder, when it has
+            one, encodes the rows (read as its codes by ``read``): its trees' thresholds
+            hold for its statistics only, so they are not fitted again on these rows.
         """
         categorical.check_one_hot_max_size(one_hot_max_size)
-        if init_model is not None and (self.declared is not None
-                                       or getattr(init_model, "encoder", None) is not None):
-            raise ValueError("init_model cannot continue a model with categorical features "
-                             "yet: their encoding is fitted to the data of one fit. Fit with "
-                             "more n_trees instead.")
+        continued = getattr(init_model, "encoder", None)
+        if continued is not None:
+            return dataclasses.replace(self, X=np.asarray(continued.encode(jnp.asarray(self.X))),
+                                       encoder=continued)
+        if init_model is not None and self.declared is not None:
+            raise ValueError("init_model has no categorical features but X has categorical "
+                             "columns; continue it with the columns it was trained on, as "
+                             "numbers.")
         if self.declared is None:
             return self
         targets, why = categorical.statistic_targets(self.y, objective, vector_output,

@@ -11,7 +11,7 @@ import numpy as np
 
 from jaxgbt.core.dtypes import FLOAT_DTYPE, MAX_BINS, MAX_DEPTH, MAX_TREES, MIN_BINS
 from jaxgbt.core.tracing import is_traced as is_traced
-from jaxgbt.data import frames
+from jaxgbt.data import frames, sparse
 
 
 def unmasked(value):
@@ -51,8 +51,11 @@ def check_X(X, name: str = "X") -> np.ndarray:
     A float32 array is not copied: the result is a read-only view of it (a 1M x 28
     matrix is 112 MB, which a copy would add to the fit's peak memory). Anything else
     is converted to a new float32 array, also read-only. Either way nothing the caller
-    passed is modified.
+    passed is modified. A scipy.sparse X gives a read-only CSC copy of float32 values
+    instead (``sparse.check_sparse_X``).
     """
+    if sparse.is_sparse(X):
+        return sparse.check_sparse_X(X, name)
     array = _as_numeric_array(X, name)
     if array.ndim != 2:
         raise ValueError(f"{name} must be 2-D (n_samples, n_features); got shape {array.shape}. "
@@ -305,6 +308,8 @@ def check_predict_X(X, n_features: int) -> None:
         if not (jax.numpy.issubdtype(X.dtype, jax.numpy.floating)
                 or jax.numpy.issubdtype(X.dtype, jax.numpy.integer) or X.dtype == bool):
             raise TypeError(f"X must hold real numbers; got a jax array of dtype {X.dtype}.")
+        shape = X.shape
+    elif sparse.is_sparse(X):
         shape = X.shape
     else:
         shape = _as_numeric_array(X, "X").shape

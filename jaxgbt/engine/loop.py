@@ -7,6 +7,7 @@ starts from a base score, a warm start's margins or a checkpoint's ``Progress``,
 the chunks' trees into one ``Progress``.
 """
 
+import functools
 from collections.abc import Callable
 from typing import NamedTuple
 
@@ -87,9 +88,7 @@ def train(config: BoostConfig, params: BoostParams, data: TrainData, base_score:
                                            n_trees_array)
         kept = min(config.rounds_per_chunk, n_trees - first_round)
         if kept < config.rounds_per_chunk:
-            trees, bad_rows = jax.tree.map(
-                lambda a, kept=kept: a[:kept] if is_traced(a) else np.asarray(a)[:kept],
-                (trees, bad_rows))
+            trees, bad_rows = _first_rounds((trees, bad_rows), kept)
         parts.append((trees, bad_rows))
         if on_chunk is not None:
             done = _joined(parts, raw, n_rows)
@@ -109,7 +108,7 @@ def train(config: BoostConfig, params: BoostParams, data: TrainData, base_score:
                     chunk_start = (0, start)
                 raw = _margins_at(kept, chunk_start, run_chunk, params, data, round_offset,
                                   config.rounds_per_chunk)
-                parts = [jax.tree.map(lambda a, kept=kept: _head(a, kept), parts[0])]
+                parts = [_first_rounds(parts[0], kept)]
             break
     return _joined(parts, raw, n_rows)
 
@@ -128,9 +127,18 @@ def _margins_at(kept: int, origin: tuple, run_chunk, params: BoostParams, data: 
     return raw
 
 
-def _head(array, n: int):
-    """The first n entries of a stack (host slicing for concrete arrays: no compile)."""
-    return array[:n] if is_traced(array) else jax.device_put(np.asarray(array)[:n])
+def _first_rounds(chunk, kept: int):
+    """The first ``kept`` rounds of a chunk's (trees, bad_rows): on the host when
+    concrete, else in one compiled program (under ``vmap``, where each eager slice of
+    each array would compile a program of its own)."""
+    if any(is_traced(a) for a in jax.tree.leaves(chunk)):
+        return _compiled_first_rounds(chunk, kept)
+    return jax.tree.map(lambda a: np.asarray(a)[:kept], chunk)
+
+
+@functools.partial(jax.jit, static_argnums=1)
+def _compiled_first_rounds(chunk, kept: int):
+    return jax.tree.map(lambda a: a[:kept], chunk)
 
 
 def _start(config: BoostConfig, base_score: jax.Array, start_raw: jax.Array | None,
@@ -182,6 +190,10 @@ def _joined(parts: list, margins, n_rows: int) -> Progress:
 
 
 def _concatenate(chunks):
+    # The empty host arrays of no rounds done add nothing; joined to a traced chunk
+    # under vmap they would cost a broadcast, a transpose and a concatenate, each
+    # compiled on its own.
+    chunks = [c for c in chunks if c.shape[0]] or chunks[:1]
     if any(is_traced(c) for c in chunks):
         return chunks[0] if len(chunks) == 1 else jnp.concatenate(chunks)
     # device_put: jnp.asarray of a host array may compile a copy.
