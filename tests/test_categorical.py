@@ -2,9 +2,12 @@
 leakage, one-hot columns, unseen and missing categories, pandas and string labels, the
 saved encoder and its loader checks, and (slow) adult against CatBoost."""
 
+import inspect
 import io
 import json
+import re
 import zipfile
+from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -22,6 +25,7 @@ from jaxgbt.io import ModelFormatError
 
 pd = pytest.importorskip("pandas")
 
+ROOT = Path(__file__).resolve().parents[1]
 COLORS = ["red", "green", "blue", "cyan", "pink", "gray", "teal", "gold"]
 
 
@@ -466,3 +470,21 @@ def test_adult_matches_catboost_within_one_percent():
     (accuracy, loss), (reference_accuracy, reference_loss) = np.mean(ours, 0), np.mean(theirs, 0)
     assert accuracy >= 0.99 * reference_accuracy, (accuracy, reference_accuracy)
     assert loss <= 1.01 * reference_loss, (loss, reference_loss)
+
+
+# The default one_hot_max_size -----------------------------------------------------------------
+
+
+def test_documented_one_hot_max_size_is_the_code_default():
+    """fit, the scikit-learn estimators, the README and docs/training.md state one default."""
+    size = categorical.ONE_HOT_MAX_SIZE
+    assert inspect.signature(jaxgbt.fit).parameters["one_hot_max_size"].default == size
+    pytest.importorskip("sklearn")
+    for estimator in (jaxgbt.JaxGBTRegressor, jaxgbt.JaxGBTClassifier, jaxgbt.JaxGBTRanker):
+        assert estimator().one_hot_max_size == size, estimator
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    training = (ROOT / "docs" / "training.md").read_text(encoding="utf-8")
+    stated = {"README": re.findall(r"Up to `one_hot_max_size` \((\d+)\)", readme),
+              "training.md table": re.findall(r"\| `one_hot_max_size` \| (\d+) \|", training),
+              "training.md one-hot": re.findall(r"\((\d+) by default", training)}
+    assert stated == {place: [str(size)] for place in stated}, stated
