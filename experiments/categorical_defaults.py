@@ -194,6 +194,9 @@ def run_dataset(spec: dict, X: pd.DataFrame, y: np.ndarray, cfg: dict) -> dict:
                 scores.setdefault(name, []).append({**row, "fit_s": fit_s})
                 if key is not None:
                     fitted[key] = row
+            print(f"  split {seed}: " + ", ".join(
+                f"{name} {runs[-1][next(iter(METRICS[task]))]:.4f}"
+                for name, runs in scores.items()), flush=True)
     return scores
 
 
