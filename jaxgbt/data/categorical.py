@@ -43,9 +43,7 @@ from jaxgbt.data import frames
 from jaxgbt.data import validation as check
 
 NUMERIC, ONE_HOT, TARGET = "numeric", "one_hot", "target"
-# One-hot up to 255 categories: on adult and HMDA it predicted better than target statistics
-# above 4 categories (docs/anchors.md, "Categorical defaults").
-ONE_HOT_MAX_SIZE = 255
+ONE_HOT_MAX_SIZE = 4
 PRIOR_WEIGHT = 1.0
 
 _MSG_TARGET_NEEDS_LABEL = """\
