@@ -22,3 +22,14 @@ def logloss(y, p) -> float:
 def rmse(y, prediction) -> float:
     """Root mean squared error."""
     return float(np.sqrt(np.mean((np.asarray(prediction, np.float64) - y) ** 2)))
+
+
+def multi_logloss(y, p) -> float:
+    """Mean multiclass log loss of P(y = k), rows of p over the K classes."""
+    p = np.clip(np.asarray(p, np.float64), 1e-15, 1.0)
+    return float(-np.mean(np.log(p[np.arange(len(y)), np.asarray(y, np.int64)])))
+
+
+def accuracy(y, p) -> float:
+    """Share of rows whose most probable class (the argmax of a row of p) is the label."""
+    return float(np.mean(np.argmax(np.asarray(p), axis=1) == np.asarray(y)))

@@ -28,6 +28,7 @@ from sklearn.utils.validation import (
     validate_data,
 )
 
+from jaxgbt.data import categorical
 from jaxgbt.evaluation import metrics
 from jaxgbt.fitting import fit
 from jaxgbt.objectives import Objective
@@ -66,7 +67,8 @@ class _JaxGBTModel(BaseEstimator):
                  hessian_floor=0.0, subsample=1.0, sampling: str = "bernoulli",
                  goss_top_rate=0.2, goss_other_rate=0.1, colsample_bytree=1.0,
                  colsample_bylevel=1.0, colsample_bynode=1.0, monotone_constraints=None,
-                 interaction_constraints=None, one_hot_max_size: int = 4, verbose: int = 0,
+                 interaction_constraints=None,
+                 one_hot_max_size: int = categorical.ONE_HOT_MAX_SIZE, verbose: int = 0,
                  devices=None):
         self.loss = loss
         self.n_trees = n_trees

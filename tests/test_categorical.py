@@ -3,9 +3,12 @@ leakage, one-hot columns, unseen and missing categories, pandas and string label
 saved encoder and its loader checks, and (slow) adult against CatBoost."""
 
 import hashlib
+import inspect
 import io
 import json
+import re
 import zipfile
+from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -23,6 +26,9 @@ from jaxgbt.io import ModelFormatError
 
 pd = pytest.importorskip("pandas")
 
+ROOT = Path(__file__).resolve().parents[1]
+# Up to 4 categories one-hot, more by target statistics: the fits here test both encodings.
+FIT = dict(SMALL, one_hot_max_size=4)
 COLORS = ["red", "green", "blue", "cyan", "pink", "gray", "teal", "gold"]
 
 
@@ -44,7 +50,7 @@ def _frame(seed: int = 0, n_rows: int = 256):
 @pytest.fixture(scope="module")
 def frame_model():
     frame, y = _frame()
-    return jaxgbt.fit("logistic", frame, y, categorical_features=["size"], **SMALL), frame, y
+    return jaxgbt.fit("logistic", frame, y, categorical_features=["size"], **FIT), frame, y
 
 
 # Continuing a model (init_model) ----------------------------------------------------------
@@ -175,7 +181,7 @@ def test_low_cardinality_columns_are_one_hot(frame_model):
     # One 0/1 column per category, and one for missing values when training had them.
     X = np.array([[0.0, 1.0], [1.0, np.nan], [0.0, 2.0], [1.0, 7.0]] * 4, np.float32)
     y = np.arange(16, dtype=np.float32) % 2
-    small = jaxgbt.fit("squared_error", X, y, categorical_features=[1], **SMALL).encoder
+    small = jaxgbt.fit("squared_error", X, y, categorical_features=[1], **FIT).encoder
     assert small.columns[1] == categorical.Column(categorical.ONE_HOT, 3, 0, True)
     np.testing.assert_array_equal(
         small.transform(np.array([[0, 1], [0, np.nan], [0, 7], [0, 5]], np.float32))[:, 1:],
@@ -189,7 +195,7 @@ def test_unseen_and_missing_categories_take_the_prior_and_missing_paths():
     code[:20] = np.nan
     X = np.c_[rng.normal(size=n_rows), code].astype(np.float32)
     y = (code == 3) + (np.isnan(code) * 2.0) + rng.normal(size=n_rows) * 0.1
-    model = jaxgbt.fit("squared_error", X, y, categorical_features=[1], **SMALL)
+    model = jaxgbt.fit("squared_error", X, y, categorical_features=[1], **FIT)
     encoder = model.encoder
     assert encoder.columns[1].kind == categorical.TARGET
     prior = y.astype(np.float32).mean()
@@ -205,7 +211,7 @@ def test_unseen_and_missing_categories_take_the_prior_and_missing_paths():
     assert prediction[0] > prediction[1] + 0.5
     # Missing at predict time, in a column whose training had none, is unseen: the prior.
     X_full = X[20:]
-    full = jaxgbt.fit("squared_error", X_full, y[20:], categorical_features=[1], **SMALL)
+    full = jaxgbt.fit("squared_error", X_full, y[20:], categorical_features=[1], **FIT)
     np.testing.assert_allclose(full.encoder.transform(rows[:2])[:, 1],
                                y[20:].astype(np.float32).mean(), rtol=1e-5)
 
@@ -215,15 +221,15 @@ def test_unseen_and_missing_categories_take_the_prior_and_missing_paths():
 
 def test_pandas_category_dtype_is_detected():
     frame, y = _frame()
-    model = jaxgbt.fit("logistic", frame[["x", "color"]], y, **SMALL)  # nothing declared
+    model = jaxgbt.fit("logistic", frame[["x", "color"]], y, **FIT)  # nothing declared
     assert model.encoder.labels[1] == tuple(sorted(COLORS))
     assert [c.kind for c in model.encoder.columns] == ["numeric", "target"]
     np.testing.assert_allclose(model.predict(frame[["x", "color"]]),
                                jaxgbt.fit("logistic", frame[["x", "color"]], y,
-                                          categorical_features="auto", **SMALL)
+                                          categorical_features="auto", **FIT)
                                .predict(frame[["x", "color"]]))
     with pytest.raises(TypeError, match=r"columns \['size'\] do not. Declare them"):
-        jaxgbt.fit("logistic", frame, y, **SMALL)
+        jaxgbt.fit("logistic", frame, y, **FIT)
 
 
 def test_labels_are_read_the_same_from_objects_and_categories(frame_model):
@@ -279,7 +285,7 @@ def test_softmax_gets_one_statistic_per_class():
     code = rng.integers(0, 12, 256).astype(np.float32)
     X = np.c_[rng.normal(size=256), code].astype(np.float32)
     y = (code % 3).astype(np.float32)
-    model = jaxgbt.fit("softmax", X, y, categorical_features=[1], **SMALL)
+    model = jaxgbt.fit("softmax", X, y, categorical_features=[1], **FIT)
     assert model.encoder.n_targets == 3 and model.n_split_features == 4
     accuracy = (np.asarray(model.predict(X)).argmax(axis=1) == y).mean()
     assert accuracy > 0.95
@@ -288,21 +294,21 @@ def test_softmax_gets_one_statistic_per_class():
 def test_eval_set_constraints_and_vmap_use_the_raw_columns(frame_model):
     model, frame, y = frame_model
     with_valid = jaxgbt.fit("logistic", frame, y, categorical_features=["size"],
-                            eval_set=[(frame, y)], **SMALL)
+                            eval_set=[(frame, y)], **FIT)
     np.testing.assert_allclose(with_valid.history["valid_0:logloss"][-1],
                                logloss(y, model.predict(frame)), rtol=1e-5)
     alone = jaxgbt.fit("logistic", frame, y, categorical_features=["size"],
                        interaction_constraints=[[0], [1, 2]], monotone_constraints=[1, 0, 0],
-                       **SMALL)
+                       **FIT)
     for tree, gain in zip(np.asarray(alone.feature), np.asarray(alone.split_gain), strict=True):
         used = {int(f) for f, g in zip(tree, gain, strict=True) if g > 0}
         assert used <= {0} or used <= {1, 2, 3}, used
     codes = model.encoder.to_codes(frame)
     many = jaxgbt.fit_many("logistic", codes, y, params={"learning_rate": [0.1, 0.3]},
-                           categorical_features=[1, 2], **SMALL)
+                           categorical_features=[1, 2], **FIT)
     np.testing.assert_allclose(many[0].predict(jnp.asarray(codes)),
                                jaxgbt.fit("logistic", codes, y, categorical_features=[1, 2],
-                                          **SMALL).predict(codes), rtol=1e-5)
+                                          **FIT).predict(codes), rtol=1e-5)
 
 
 @pytest.mark.parametrize("kwargs, error, match", [
@@ -331,21 +337,21 @@ def test_bad_declarations_raise_early(kwargs, error, match):
 def test_errors_name_the_problem(frame_model):
     model, frame, y = frame_model
     with pytest.raises(ValueError, match="which X does not have"):
-        jaxgbt.fit("logistic", frame, y, categorical_features=["colour"], **SMALL)
+        jaxgbt.fit("logistic", frame, y, categorical_features=["colour"], **FIT)
     with pytest.raises(ValueError, match=r"names the columns \['x'\], which init_model "
                        "takes as numbers"):
         jaxgbt.fit("logistic", frame, y, categorical_features=["x"], init_model=model,
-                   **SMALL)
-    plain = jaxgbt.fit("logistic", frame[["x"]].assign(z=1.0), y, **SMALL)
+                   **FIT)
+    plain = jaxgbt.fit("logistic", frame[["x"]].assign(z=1.0), y, **FIT)
     with pytest.raises(ValueError, match="init_model has no categorical features"):
         jaxgbt.fit("logistic", frame[["x"]].assign(z=frame["size"]), y, init_model=plain,
-                   categorical_features=["z"], **SMALL)
+                   categorical_features=["z"], **FIT)
     with pytest.raises(ValueError, match=r"Raise one_hot_max_size to at least 9"):
         jaxgbt.fit(lambda y, f: (y["a"] - f) ** 2, frame, {"a": y},
-                   categorical_features=["size"], **SMALL)
+                   categorical_features=["size"], **FIT)
     with pytest.raises(ValueError, match="traced"):
         jax.vmap(lambda w: jaxgbt.fit("logistic", frame, y, sample_weight=w,
-                                      categorical_features=["size"], **SMALL))(
+                                      categorical_features=["size"], **FIT))(
             jnp.ones((2, y.size)))
     with pytest.raises(ValueError, match=r"missing columns \['size'\]"):
         model.predict(frame[["x", "color"]])
@@ -522,7 +528,8 @@ def test_adult_matches_catboost_within_one_percent():
     ours, theirs = [], []
     for seed in (0, 1):
         model = jaxgbt.fit("logistic", train, y_train, categorical_features=ADULT_CATEGORICAL,
-                           n_trees=300, depth=6, learning_rate=0.1, l2=1.0, seed=seed)
+                           n_trees=300, depth=6, learning_rate=0.1, l2=1.0, seed=seed,
+                           one_hot_max_size=4)
         ours.append(scores(model.predict(test)))
         reference = catboost.CatBoostClassifier(
             iterations=300, depth=6, learning_rate=0.1, l2_leaf_reg=1.0, random_seed=seed,
@@ -534,3 +541,21 @@ def test_adult_matches_catboost_within_one_percent():
     (accuracy, loss), (reference_accuracy, reference_loss) = np.mean(ours, 0), np.mean(theirs, 0)
     assert accuracy >= 0.99 * reference_accuracy, (accuracy, reference_accuracy)
     assert loss <= 1.01 * reference_loss, (loss, reference_loss)
+
+
+# The default one_hot_max_size -----------------------------------------------------------------
+
+
+def test_documented_one_hot_max_size_is_the_code_default():
+    """fit, the scikit-learn estimators, the README and docs/training.md state one default."""
+    size = categorical.ONE_HOT_MAX_SIZE
+    assert inspect.signature(jaxgbt.fit).parameters["one_hot_max_size"].default == size
+    pytest.importorskip("sklearn")
+    for estimator in (jaxgbt.JaxGBTRegressor, jaxgbt.JaxGBTClassifier, jaxgbt.JaxGBTRanker):
+        assert estimator().one_hot_max_size == size, estimator
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    training = (ROOT / "docs" / "training.md").read_text(encoding="utf-8")
+    stated = {"README": re.findall(r"Up to `one_hot_max_size` \((\d+)\)", readme),
+              "training.md table": re.findall(r"\| `one_hot_max_size` \| (\d+) \|", training),
+              "training.md one-hot": re.findall(r"\((\d+) by default", training)}
+    assert stated == {place: [str(size)] for place in stated}, stated

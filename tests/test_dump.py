@@ -81,7 +81,7 @@ def test_adult_categorical_and_file(tmp_path):
     test = test.drop(columns="income")[:N_TEST]
     model = jaxgbt.fit("logistic", train[:N_TRAIN], y[:N_TRAIN],
                        categorical_features=list(train.select_dtypes(exclude="number")),
-                       **FIT)
+                       one_hot_max_size=4, **FIT)  # both encodings
     model.dump(tmp_path / "adult.json")
     record = json.loads((tmp_path / "adult.json").read_text())
     assert record == through_json(jaxgbt.dump(model))

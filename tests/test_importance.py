@@ -46,7 +46,8 @@ def test_categorical_column_is_credited_once():
     X, y = make_regression(seed=3)
     X[:, 1] = rng.integers(0, 12, size=len(X))  # a 12-level categorical: target statistics
     y = y + (X[:, 1] % 3).astype(np.float32)
-    model = jaxgbt.fit("squared_error", X, y, categorical_features=[1], **SMALL)
+    model = jaxgbt.fit("squared_error", X, y, categorical_features=[1], one_hot_max_size=4,
+                       **SMALL)
     raw_of = [raw for raw in range(4) for _ in model.encoder.encoded_columns(raw)]
     got = model.feature_importance("gain")
     assert got.shape == (4,)

@@ -86,7 +86,7 @@ def test_adult_categorical_columns_one_hot_and_target_statistics():
     test = test.drop(columns="income")[:N_TEST]
     model = jaxgbt.fit("logistic", train[:N_TRAIN], y[:N_TRAIN],
                        categorical_features=list(train.select_dtypes(exclude="number")),
-                       **FIT)
+                       one_hot_max_size=4, **FIT)  # both encodings
     kinds = {column.kind for column in model.encoder.columns}
     assert kinds == {"numeric", "one_hot", "target"}
     codes = model.read_rows(test)

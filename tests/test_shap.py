@@ -145,7 +145,7 @@ def test_categorical_columns_are_one_player():
     X[:, 3] = rng.integers(0, 9, size=N_ROWS)  # target statistics (9 categories)
     y = y + X[:, 2] - (X[:, 3] % 3)
     model = jaxgbt.fit("squared_error", X, y, categorical_features=[2, 3], n_trees=6,
-                       depth=4, n_bins=16)
+                       depth=4, n_bins=16, one_hot_max_size=4)
     assert model.n_split_features > model.n_features
     rows = X[:EXPLAINED_ROWS]
     expected, _ = _brute_force(model, rows)
