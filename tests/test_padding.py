@@ -78,7 +78,7 @@ def test_row_counts_in_one_bucket_share_the_compiled_chunk():
     assert len(compile_module._CHUNK_PROGRAMS) == before + 1
 
 
-def test_goss_and_group_losses_keep_their_rows():
+def test_goss_group_losses_meshes_and_large_fits_keep_their_rows():
     X, y = _data()
     from jaxgbt.core.config import BoostConfig
     from jaxgbt.core.round import TrainData
@@ -89,3 +89,5 @@ def test_goss_and_group_losses_keep_their_rows():
                    BoostConfig(loss=None, depth=2, n_bins=8, grouped=True)):
         assert padding.padded_row_count(config, data, None, None) == N_ROWS
     assert padding.padded_row_count(plain, data, None, mesh="a mesh") == N_ROWS
+    large = TrainData(bins=None, y=None, weight=np.ones(padding.MAX_PADDED_ROWS + 1))
+    assert padding.padded_row_count(plain, large, None, None) == padding.MAX_PADDED_ROWS + 1
