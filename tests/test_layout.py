@@ -190,5 +190,27 @@ def test_leaf_ids_of_a_block_of_trees_matches_walk(grow_policy):
                        _float_walk(X, feature, threshold, default_left, grow_policy))
 
 
+
+@pytest.mark.parametrize("all_splits_levels", [1, 2, DEPTH])
+def test_depthwise_leaf_ids_tested_at_once_then_walked_match_walk(monkeypatch,
+                                                                  all_splits_levels):
+    # Depthwise trees test every split of their first levels at once and walk the rest
+    # (trees deeper than ALL_SPLITS_LEVELS); any cut between the two gives the same
+    # leaves, for trees stacked on two axes too.
+    from jaxgbt.core import layout as layout_module
+    monkeypatch.setattr(layout_module, "ALL_SPLITS_LEVELS", all_splits_levels)
+    rng = np.random.default_rng(5)
+    feature, threshold, _, default_left = _random_splits(rng, 6, "depthwise")
+    X = _float_rows(rng, 300)
+    splits = tuple(jnp.asarray(a).reshape((2, 3, -1)) for a in (feature, threshold,
+                                                                 default_left))
+
+    leaves = jax.jit(lambda x_t, *splits: Depthwise().leaf_ids(
+        x_t, splits, DEPTH, model_module._goes_right))(jnp.asarray(X.T), *splits)
+
+    assert leaves.shape == (2, 3, 300)
+    assert_array_equal(np.asarray(leaves).reshape(6, 300).T,
+                       _float_walk(X, feature, threshold, default_left, "depthwise"))
+
 def test_the_layouts_are_the_grow_policies_fit_accepts():
     assert typing.get_args(GrowPolicy) == GROW_POLICIES

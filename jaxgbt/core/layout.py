@@ -162,19 +162,72 @@ class Depthwise(Layout):
         return tree._replace(leaf_value=jnp.clip(tree.leaf_value, *leaf_bounds))
 
     def leaf_ids(self, x_t, splits, depth, right):
-        # Level by level: node j of level d reads split 2**d - 1 + j, and its children
-        # are nodes 2j and 2j + 1 of the level below.
-        feature, *others = splits
-        node = jnp.zeros(feature.shape[:-1] + x_t.shape[1:], jnp.int32)  # [*S, R]
-        # Index arrays for the tree axes and the rows, broadcast against the nodes.
-        trees = tuple(jnp.arange(n).reshape((-1,) + (1,) * (node.ndim - 1 - axis))
-                      for axis, n in enumerate(feature.shape[:-1]))
-        rows = jnp.arange(x_t.shape[1]).reshape((1,) * (node.ndim - 1) + (-1,))
-        for level in range(depth):
-            at = trees + (2**level - 1 + node,)  # each node's split, in its own tree
-            goes = right(x_t[feature[at], rows], *(a[at] for a in others))
-            node = 2 * node + goes.astype(jnp.int32)
-        return node
+        # The first levels (up to ALL_SPLITS_LEVELS) test every split of theirs on its
+        # feature's whole row of x_t, tree by tree: a row read at a known place, which
+        # XLA:CPU vectorises, where walking node by node gathers four values per row and
+        # level. Deeper levels (which would mean thousands of splits) walk the rest.
+        # docs/benchmarks.md ("Numbers behind the code") has the measurements.
+        top = min(depth, ALL_SPLITS_LEVELS)
+        node = _tree_by_tree(lambda tree_splits: _top_node(x_t, tree_splits, top, right),
+                             splits, x_t.shape[1:])
+        return _walk_levels(x_t, splits, node, range(top, depth), right)
+
+
+# Depthwise trees test every split of their first levels at once (2**6 - 1 = 63 tests a
+# row, against 6 levels of gathers). Beyond that the program and its work grow as 2**D:
+# at depth 8, 6 levels tested and 2 walked were faster than 7 and 1, and 30x faster
+# than all 8 tested (docs/benchmarks.md).
+ALL_SPLITS_LEVELS = 6
+
+
+def _tree_by_tree(one_tree: Callable[[tuple], jax.Array], splits: tuple[jax.Array, ...],
+                  rows_shape: tuple[int, ...]) -> jax.Array:
+    """i32[*S, R]: ``one_tree`` (one tree's split arrays [M] -> i32[R]) over the tree
+    axes S of split arrays [*S, M], one tree after another (``lax.scan``: a tree's row
+    reads stay at places known to the compiler, which ``vmap`` would turn into gathers)."""
+    tree_axes = splits[0].shape[:-1]
+    if not tree_axes:
+        return one_tree(splits)
+    flat = tuple(a.reshape((-1, a.shape[-1])) for a in splits)
+    _, nodes = jax.lax.scan(lambda carry, tree: (carry, one_tree(tree)), None, flat)
+    return nodes.reshape(tree_axes + rows_shape)
+
+
+def _top_node(x_t: jax.Array, splits: tuple[jax.Array, ...], levels: int,
+              right: GoesRight) -> jax.Array:
+    """i32[R]: the node each row reaches at level ``levels`` (at least 1) of one tree
+    (split arrays [M], heap order), from every split above it tested on its whole row.
+
+    Bottom up: a node's offset among its descendants ``levels`` levels down is its
+    answer times half their count plus the offset under the child it sends the row to.
+    """
+    feature, *others = splits
+    answers = [right(jax.lax.dynamic_index_in_dim(x_t, feature[entry], 0, keepdims=False),
+                     *(a[entry] for a in others))
+               for entry in range(2**levels - 1)]
+    below = [answer.astype(jnp.int32) for answer in answers[2 ** (levels - 1) - 1:]]
+    for level in range(levels - 2, -1, -1):
+        first, half = 2**level - 1, 2 ** (levels - 1 - level)
+        below = [jnp.where(answers[first + j], half + below[2 * j + 1], below[2 * j])
+                 for j in range(2**level)]
+    return below[0]
+
+
+def _walk_levels(x_t: jax.Array, splits: tuple[jax.Array, ...], node: jax.Array,
+                 levels: range, right: GoesRight) -> jax.Array:
+    """i32[*S, R]: rows walked down ``levels`` from their nodes i32[*S, R] (index within
+    the first of those levels): node j of level d reads split 2**d - 1 + j, and its
+    children are nodes 2j and 2j + 1 of the level below."""
+    feature, *others = splits
+    # Index arrays for the tree axes and the rows, broadcast against the nodes.
+    trees = tuple(jnp.arange(n).reshape((-1,) + (1,) * (node.ndim - 1 - axis))
+                  for axis, n in enumerate(feature.shape[:-1]))
+    rows = jnp.arange(x_t.shape[1]).reshape((1,) * (node.ndim - 1) + (-1,))
+    for level in levels:
+        at = trees + (2**level - 1 + node,)  # each node's split, in its own tree
+        goes = right(x_t[feature[at], rows], *(a[at] for a in others))
+        node = 2 * node + goes.astype(jnp.int32)
+    return node
 
 
 LAYOUTS: dict[str, Layout] = {"oblivious": Oblivious(), "depthwise": Depthwise()}

@@ -29,6 +29,7 @@ from jaxgbt.core.round import (
 )
 from jaxgbt.core.tracing import is_traced
 from jaxgbt.engine.chunk import train_chunk
+from jaxgbt.engine.padding import pad_rows, padded_data, padded_row_count
 from jaxgbt.engine.sharding import sharded_chunk
 
 # Compiled once per configuration: ``fit`` checks the gradients at the starting margin
@@ -103,7 +104,10 @@ def compile_ahead(config: BoostConfig, params: BoostParams, data: TrainData,
     data = data._replace(bins=jax.ShapeDtypeStruct((n_features, n_rows), BIN_DTYPE))
     if is_traced(start_raw) or not _ahead_of_time(params, data, raw, mesh):
         return False
-    chunk_program(config, params, data, raw)
+    # The row count ``train`` pads to (``engine.padding``); only the types are needed.
+    n_padded = padded_row_count(config, data, raw, mesh)
+    data = jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype), data)
+    chunk_program(config, params, padded_data(data, n_padded), pad_rows(raw, n_padded))
     return True
 
 

@@ -23,6 +23,7 @@ from jaxgbt.core.round import BoostParams, TrainData
 from jaxgbt.core.tracing import is_traced
 from jaxgbt.core.tree import BinnedTree
 from jaxgbt.engine.compile import chunk_runner
+from jaxgbt.engine.padding import pad_rows, padded_data, padded_row_count, real_rows
 from jaxgbt.engine.sharding import process_rows, shard_rows
 
 
@@ -75,6 +76,10 @@ def train(config: BoostConfig, params: BoostParams, data: TrainData, base_score:
     n_rows = data.weight.shape[0]
     done = _start(config, base_score, start_raw, n_rows) if resume is None else resume
     raw = _carried_margins(config, done)
+    # Rows padded to a bucket of row counts where that leaves the model the same
+    # (``engine.padding``): nearby row counts then run one compiled chunk.
+    n_padded = padded_row_count(config, data, raw, mesh)
+    data, raw = padded_data(data, n_padded), pad_rows(raw, n_padded)
     unsharded = data
     if mesh is not None:
         data, raw = shard_rows(data, raw, mesh, config)
@@ -101,8 +106,8 @@ def train(config: BoostConfig, params: BoostParams, data: TrainData, base_score:
                 # chunk, or from round 0 when the stop falls among the rounds a resumed
                 # checkpoint held (only there can it fall before this chunk).
                 if kept < first_round:
-                    start = _carried_margins(config, _start(config, base_score, start_raw,
-                                                            n_rows))
+                    start = pad_rows(_carried_margins(config, _start(
+                        config, base_score, start_raw, n_rows)), n_padded)
                     if mesh is not None:
                         _, start = shard_rows(unsharded, start, mesh, config)
                     chunk_start = (0, start)
@@ -180,10 +185,11 @@ def _carried_margins(config: BoostConfig, done: Progress):
 
 def _joined(parts: list, margins, n_rows: int) -> Progress:
     """One Progress from chunks of (trees, bad_rows) and the carried margins (padding
-    rows of a sharded fit dropped). Concrete arrays are joined on the host: a device
-    concatenate would compile anew for every growing length."""
+    rows dropped: a bucket's, or a sharded fit's). Concrete arrays are joined on the
+    host: a device concatenate would compile anew for every growing length."""
     trees, bad_rows = jax.tree.map(lambda *chunks: _concatenate(chunks), *parts)
-    if isinstance(margins, OrderedMargins):  # on one device: no padding rows
+    if isinstance(margins, OrderedMargins):  # on one device: a bucket's padding only
+        margins = real_rows(margins, n_rows)
         return Progress(trees=trees, raw=margins.model, bad_rows=bad_rows,
                         raw_ordered=margins.ordered)
     return Progress(trees=trees, raw=process_rows(margins, n_rows), bad_rows=bad_rows)

@@ -22,6 +22,7 @@ from jaxgbt.core.round import BoostParams, TrainData
 from jaxgbt.core.tracing import is_traced
 from jaxgbt.data.distributed import check_agree, gather_rows
 from jaxgbt.engine.chunk import train_chunk
+from jaxgbt.engine.padding import real_rows
 
 
 def _row_specs(config: BoostConfig, data: TrainData) -> TrainData:
@@ -111,6 +112,6 @@ def process_rows(margins: jax.Array, n_rows: int) -> jax.Array:
     """f32[N_p, K]: this process's rows of margins f32[N, K] placed by ``shard_rows``
     (all of them on a mesh within one process), padding dropped."""
     if is_traced(margins) or margins.is_fully_addressable:
-        return margins[:n_rows]
+        return real_rows(margins, n_rows)  # on the host: no slicing program per row count
     shards = sorted(margins.addressable_shards, key=lambda s: s.index[0].start)
     return jax.device_put(np.concatenate([np.asarray(s.data) for s in shards])[:n_rows])

@@ -1,0 +1,93 @@
+"""jaxgbt.engine.padding: training rows padded to a bucket of row counts change no model,
+and fits on nearby row counts share one compiled chunk."""
+
+import numpy as np
+import pytest
+from numpy.testing import assert_array_equal
+
+import jaxgbt
+from jaxgbt.engine import compile as compile_module
+from jaxgbt.engine import padding
+
+N_ROWS = 203  # padded to 224
+
+
+def _data(n_rows=N_ROWS, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n_rows, 5)).astype(np.float32)
+    X[rng.random(X.shape) < 0.1] = np.nan
+    y = (np.nan_to_num(X[:, 0]) + rng.normal(size=n_rows) > 0).astype(np.float32)
+    return X, y
+
+
+def test_bucket_rows_is_a_ladder_of_quarter_steps():
+    assert [padding.bucket_rows(n) for n in (1, 16, 17, 1000, 1025, 1100, 1300, 2000, 2048)] \
+        == [16, 16, 20, 1024, 1280, 1280, 1536, 2048, 2048]
+    for n in range(1, 5000):
+        bucket = padding.bucket_rows(n)
+        assert n <= bucket and (bucket <= 16 or bucket - n < bucket / 5)
+    # 1,000 to 2,000 rows in steps of 100: five programs.
+    assert len({padding.bucket_rows(n) for n in range(1000, 2001, 100)}) == 5
+
+
+FITS = {
+    "plain": dict(),
+    "bernoulli rows gathered": dict(subsample=0.5),
+    "ordered": dict(boosting="ordered"),
+    "depthwise, weights": dict(grow_policy="depthwise", sample_weight=True),
+    "poisson": dict(subsample=0.8, sampling="poisson", colsample_bylevel=0.6),
+    "quantile, base_margin": dict(loss="quantile@0.7", base_margin=True),
+    "early stopping": dict(eval_set=True, early_stopping_rounds=2),
+}
+FAST = ("plain", "bernoulli rows gathered", "ordered")
+
+
+@pytest.mark.parametrize("name", [name if name in FAST else pytest.param(
+    name, marks=pytest.mark.slow) for name in FITS])
+def test_padded_fit_is_the_unpadded_one_bit_for_bit(monkeypatch, name):
+    options = dict(FITS[name])
+    X, y = _data()
+    loss = options.pop("loss", "logistic")
+    if options.pop("sample_weight", False):
+        options["sample_weight"] = np.random.default_rng(1).uniform(0.5, 2.0, N_ROWS)
+    if options.pop("base_margin", False):
+        options["base_margin"] = np.linspace(-1, 1, N_ROWS).astype(np.float32)
+    if options.pop("eval_set", False):
+        options["eval_set"] = [_data(100, seed=2)]
+
+    def fitted():
+        return jaxgbt.fit(loss, X, y, n_trees=20, depth=3, learning_rate=0.5, **options)
+
+    padded = fitted()
+    monkeypatch.setattr(padding, "bucket_rows", lambda n_rows: n_rows)
+    unpadded = fitted()
+
+    for field in ("feature", "threshold", "default_left", "split_gain", "leaf_value",
+                  "cover", "base_score"):
+        assert_array_equal(np.asarray(getattr(padded, field)),
+                           np.asarray(getattr(unpadded, field)), err_msg=field)
+    assert padded.best_round == unpadded.best_round
+    assert_array_equal(np.asarray(padded.predict(X)), np.asarray(unpadded.predict(X)))
+
+
+def test_row_counts_in_one_bucket_share_the_compiled_chunk():
+    X, y = _data(230)
+    before = len(compile_module._CHUNK_PROGRAMS)
+    for n_rows in (225, 230, 240):  # all padded to 256
+        jaxgbt.fit("squared_error", X[:n_rows], y[:n_rows], n_trees=3, depth=2)
+    assert len(compile_module._CHUNK_PROGRAMS) == before + 1
+
+
+def test_goss_group_losses_meshes_and_large_fits_keep_their_rows():
+    X, y = _data()
+    from jaxgbt.core.config import BoostConfig
+    from jaxgbt.core.round import TrainData
+    data = TrainData(bins=None, y=y, weight=np.ones(N_ROWS, np.float32))
+    plain = BoostConfig(loss=None, depth=2, n_bins=8)
+    assert padding.padded_row_count(plain, data, None, None) == 224
+    for config in (BoostConfig(loss=None, depth=2, n_bins=8, row_sampling="goss"),
+                   BoostConfig(loss=None, depth=2, n_bins=8, grouped=True)):
+        assert padding.padded_row_count(config, data, None, None) == N_ROWS
+    assert padding.padded_row_count(plain, data, None, mesh="a mesh") == N_ROWS
+    large = TrainData(bins=None, y=None, weight=np.ones(padding.MAX_PADDED_ROWS + 1))
+    assert padding.padded_row_count(plain, large, None, None) == padding.MAX_PADDED_ROWS + 1
