@@ -24,6 +24,7 @@ from jaxgbt.data.binning import apply_bins
 from jaxgbt.data.dataset import Dataset, read_eval_set
 from jaxgbt.data.distributed import (
     check_agree,
+    check_queries_apart,
     check_supported,
     gathered_eval_sets,
     gathered_labels,
@@ -32,6 +33,7 @@ from jaxgbt.data.distributed import (
 from jaxgbt.engine.compile import compile_ahead, compiled_derivatives, compiled_start_check
 from jaxgbt.engine.loop import train
 from jaxgbt.engine.resources import check_fit_memory, release_free_heap
+from jaxgbt.engine.sharding import row_devices
 from jaxgbt.evaluation import metrics as metrics_module
 from jaxgbt.evaluation.evaluator import EvalSet, Evaluator, resolve_metrics
 from jaxgbt.io.checkpoint import fingerprint, load_checkpoint, save_checkpoint
@@ -186,7 +188,8 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
                         categorical_features=categorical_features, objective=objective,
                         kind=kind, feature_names=feature_names, n_outputs=n_outputs,
                         column_order=getattr(init_model, "feature_names", None))
-    _check_distributed(distributed, data, devices, init_model, checkpoint_path, base_margin)
+    _check_distributed(distributed, data, devices, init_model, checkpoint_path, base_margin,
+                       group)
     n_outputs, vector_output = spec.outputs(objective, data.y, n_outputs, kind)
     curvature = spec.curvature(objective, hessian, vector_output)
     rates = dict(subsample=subsample, goss_top_rate=goss_top_rate,
@@ -260,18 +263,21 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
 
 
 def _check_distributed(distributed, data: Dataset, devices, init_model,
-                       checkpoint_path, base_margin) -> None:
-    """Refuses what ``distributed=True`` does not take (see ``data.distributed``)."""
+                       checkpoint_path, base_margin, group) -> None:
+    """Refuses what ``distributed=True`` does not take (see ``data.distributed``), and
+    queries split over processes."""
     if distributed is not False:
         check_supported(distributed, devices=devices, categorical=data.declared is not None,
                         init_model=init_model, checkpoint_path=checkpoint_path,
                         weight=data.weight, base_margin=base_margin)
+        if data.group_index is not None and group is not None:
+            check_queries_apart(check.check_group(group, data.n_rows))
 
 
 def _row_mesh(devices, distributed: bool, objective: Objective, kind):
     """The mesh rows are split over (every process's devices with ``distributed``), or
     None for one device; checked against the loss."""
-    mesh = spec.mesh(jax.devices() if distributed else devices)
+    mesh = spec.mesh(row_devices(kind != "row") if distributed else devices)
     spec.check_mesh(mesh, devices, objective, kind, distributed)
     return mesh
 
@@ -527,7 +533,7 @@ def _base_score(objective: Objective, base_score, data: TrainData, config: Boost
         if not check.is_traced(start) and not np.isfinite(np.asarray(start)).all():
             raise ValueError(f"base_score={base_score} must be finite.")
         return start
-    if distributed:
+    if distributed and not config.grouped:  # a group loss starts at 0, checked per process
         data = _all_labels(data)
     if objective.init_score is not None:
         try:

@@ -24,7 +24,7 @@ import distributed_worker as worker  # noqa: E402
 WORKER = str(Path(__file__).parent / "distributed_worker.py")
 # A run far above what 2 processes need (about 25 s here), so that a hang fails the test.
 RUN_TIMEOUT_SECONDS = 300
-COMPARED = ("plain", "weighted_eval", "softmax", "depthwise_huber")
+COMPARED = ("plain", "weighted_eval", "softmax", "depthwise_huber", "lambdarank")
 
 
 def _env() -> dict:
@@ -33,14 +33,19 @@ def _env() -> dict:
         [repo, *filter(None, [os.environ.get("PYTHONPATH")])])}
 
 
-@pytest.fixture(scope="module")
-def two_process_run(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("distributed")
-    done = subprocess.run([sys.executable, "-m", "jaxgbt", "launch", "--processes", "2", "--",
-                           sys.executable, WORKER, str(out)], env=_env(),
-                          capture_output=True, text=True, timeout=RUN_TIMEOUT_SECONDS)
+def _launched(out: Path, n_processes: int, **env) -> Path:
+    """Runs the worker as ``n_processes`` processes through ``jaxgbt launch``."""
+    done = subprocess.run([sys.executable, "-m", "jaxgbt", "launch", "--processes",
+                           str(n_processes), "--", sys.executable, WORKER, str(out)],
+                          env={**_env(), **env}, capture_output=True, text=True,
+                          timeout=RUN_TIMEOUT_SECONDS)
     assert done.returncode == 0, done.stderr[-4000:]
     return out
+
+
+@pytest.fixture(scope="module")
+def two_process_run(tmp_path_factory) -> Path:
+    return _launched(tmp_path_factory.mktemp("distributed"), 2)
 
 
 @pytest.fixture(scope="module")
@@ -76,6 +81,24 @@ def test_two_processes_train_the_one_process_model(two_process_run, one_process_
     first, second = (np.load(two_process_run / f"{case}_{p}.npy") for p in (0, 1))
     np.testing.assert_array_equal(first, second)  # every process has the same model
     np.testing.assert_allclose(first, one_process_fits[case][1], rtol=0, atol=1e-5)
+
+
+@pytest.mark.slow
+def test_a_query_split_over_processes_is_an_error_naming_it(two_process_run):
+    for process in (0, 1):
+        message = (two_process_run / f"split_query_{process}.txt").read_text()
+        assert "query id 0 has rows in processes 0, 1" in message
+
+
+@pytest.mark.slow
+def test_four_processes_train_the_one_process_model(tmp_path, one_process_fits):
+    _launched(tmp_path, 4, **{worker.CASES_ENV: "plain"})
+    models = [np.load(tmp_path / f"plain_{p}.npy") for p in range(4)]
+    cuts = [np.load(tmp_path / f"cuts_{p}.npy") for p in range(4)]
+    for model, cut in zip(models[1:], cuts[1:], strict=True):
+        np.testing.assert_array_equal(model, models[0])
+        np.testing.assert_array_equal(cut, cuts[0])
+    np.testing.assert_allclose(models[0], one_process_fits["plain"][1], rtol=0, atol=1e-5)
 
 
 @pytest.mark.slow

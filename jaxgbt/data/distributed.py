@@ -144,6 +144,30 @@ def merged_thresholds(X: np.ndarray, weight, n_bins: int) -> np.ndarray:
     return trimmed(thresholds, bins_needed(thresholds, n_bins))
 
 
+def check_queries_apart(group: np.ndarray) -> None:
+    """Raises, on every process alike, when a query id has rows in two processes.
+
+    Args:
+      group: i64[N_p], this process's checked query ids (``validation.check_group``).
+
+    A group loss is computed per query on the device holding its rows, so each query's
+    rows must all be passed by one process.
+    """
+    ids = np.unique(group)
+    ids, owner = gather_rows([ids, np.full(ids.shape, jax.process_index(), np.int64)])
+    order = np.argsort(ids, kind="stable")
+    ids, owner = ids[order], owner[order]
+    shared = np.flatnonzero(ids[1:] == ids[:-1])
+    if shared.size:
+        query = int(ids[shared[0]])
+        processes = sorted(set(owner[ids == query].tolist()))
+        raise ValueError(
+            f"distributed=True: query id {query} has rows in processes "
+            f"{', '.join(map(str, processes))} ({shared.size} shared query id(s) in all); "
+            "a ranking loss needs each query's rows in one process: split the rows by query "
+            "(e.g. by query id modulo the number of processes).")
+
+
 def gathered_labels(y, weight) -> tuple:
     """(y, weight) of all processes' rows in process order: labels an array or a dict
     of arrays with rows on axis 0, weight f32[N_p]."""
