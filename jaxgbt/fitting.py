@@ -26,6 +26,7 @@ from jaxgbt.data.distributed import (
     check_agree,
     check_queries_apart,
     check_supported,
+    encoded_everywhere,
     gathered_eval_sets,
     gathered_labels,
     merged_thresholds,
@@ -168,8 +169,9 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
       distributed: True to train one model with every process of a JAX distributed
         run (``jaxgbt.distributed.initialize``), each passing its own rows as X, y,
         sample_weight and eval_set; rows are split over all processes' devices and
-        every process returns the same model. Not with categorical columns, group
-        losses, init_model or checkpoints yet; see docs/distributed.md.
+        every process returns the same model. Ranking needs each query's rows in one
+        process; not with init_model, checkpoints, Cox or quantile losses yet; see
+        docs/distributed.md.
 
     Returns:
       A Booster.
@@ -197,7 +199,10 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
                  colsample_bylevel=colsample_bylevel, colsample_bynode=colsample_bynode)
     params = spec.boost_params(learning_rate, l2, l1, min_split_gain, min_child_weight,
                                hessian_floor, seed, rates)
-    data = data.encoded(objective, vector_output, n_outputs, one_hot_max_size, seed, init_model)
+    data = (encoded_everywhere(data, objective, vector_output, n_outputs, one_hot_max_size,
+                               seed) if distributed
+            else data.encoded(objective, vector_output, n_outputs, one_hot_max_size, seed,
+                              init_model))
     monotone, interactions = spec.encoded_constraints(data.encoder, monotone_constraints,
                                                       interaction_constraints)
     row_sampling, column_sampling = spec.sampling_methods(
@@ -267,9 +272,9 @@ def _check_distributed(distributed, data: Dataset, devices, init_model,
     """Refuses what ``distributed=True`` does not take (see ``data.distributed``), and
     queries split over processes."""
     if distributed is not False:
-        check_supported(distributed, devices=devices, categorical=data.declared is not None,
-                        init_model=init_model, checkpoint_path=checkpoint_path,
-                        weight=data.weight, base_margin=base_margin)
+        check_supported(distributed, devices=devices, init_model=init_model,
+                        checkpoint_path=checkpoint_path, weight=data.weight,
+                        base_margin=base_margin)
         if data.group_index is not None and group is not None:
             check_queries_apart(check.check_group(group, data.n_rows))
 
@@ -478,7 +483,9 @@ def _evaluator(eval_set, eval_metric, early_stopping_rounds, callbacks, verbose,
             n_classes=config.n_outputs)
     sets, starts = [], []
     for i, entry in enumerate(eval_set or []):
-        rows = read_eval_set(i, entry, encoder=data.encoder, n_features=data.X.shape[1],
+        # Gathered validation sets arrive encoded (``gathered_eval_sets``).
+        rows = read_eval_set(i, entry, encoder=None if distributed else data.encoder,
+                             n_features=data.X.shape[1],
                              objective=objective, kind=kind, traced=traced,
                              feature_names=data.feature_names,
                              n_outputs=config.n_outputs if config.vector_output else None,

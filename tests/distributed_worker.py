@@ -56,9 +56,25 @@ def cases(X, y, weight, classes, rows, eval_rows):
                         colsample_bytree=0.7, **SMALL),
         "depthwise_huber": dict(loss="huber@1.0", X=X[rows], y=X[rows, 1],
                                  grow_policy="depthwise", **SMALL),
+        "categorical": dict(loss="logistic", X=with_categories(X)[rows], y=y[rows],
+                            categorical_features=[0, 2], one_hot_max_size=4,
+                            eval_set=[(with_categories(X)[eval_rows], y[eval_rows])],
+                            **SMALL),
         "lambdarank": dict(loss="lambdarank_ndcg", X=X[rows], y=relevance(X)[rows],
                            group=rows // QUERY_ROWS, **SMALL),
     }
+
+
+def with_categories(X):
+    """X as an object array: column 0 string labels of 12 levels plus one ("rare") only
+    in rows 450-459 (none in the first processes' shares), column 2 three integer
+    values; the other columns as they are."""
+    out = X.astype(object)
+    level = np.digitize(X[:, 0], np.quantile(X[:, 0], np.linspace(0, 1, 13)[1:-1]))
+    out[:, 0] = [f"c{k}" for k in level]
+    out[450:460, 0] = "rare"
+    out[:, 2] = np.digitize(X[:, 2], np.quantile(X[:, 2], [1 / 3, 2 / 3])).astype(float)
+    return out
 
 
 def relevance(X):
@@ -93,7 +109,9 @@ def main(out: Path) -> None:
             continue
         model = jaxgbt.fit(kwargs.pop("loss"), kwargs.pop("X"), kwargs.pop("y"),
                            distributed=True, **kwargs)
-        np.save(out / f"{name}_{jax.process_index()}.npy", np.asarray(model.predict_raw(X)))
+        everything = with_categories(X) if name == "categorical" else X
+        np.save(out / f"{name}_{jax.process_index()}.npy",
+                np.asarray(model.predict_raw(everything)))
         print(f"process {jax.process_index()}: {name} done, {model.n_trees} trees", flush=True)
     if not wanted or "split_query" in wanted:  # query 0 has rows in every process
         try:

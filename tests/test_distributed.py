@@ -24,7 +24,8 @@ import distributed_worker as worker  # noqa: E402
 WORKER = str(Path(__file__).parent / "distributed_worker.py")
 # A run far above what 2 processes need (about 25 s here), so that a hang fails the test.
 RUN_TIMEOUT_SECONDS = 300
-COMPARED = ("plain", "weighted_eval", "softmax", "depthwise_huber", "lambdarank")
+COMPARED = ("plain", "weighted_eval", "softmax", "depthwise_huber", "categorical",
+            "lambdarank")
 
 
 def _env() -> dict:
@@ -57,7 +58,8 @@ def one_process_fits() -> dict:
     for name, kwargs in worker.cases(X, y, weight, classes, train, held_out).items():
         if name in COMPARED:
             model = jaxgbt.fit(kwargs.pop("loss"), kwargs.pop("X"), kwargs.pop("y"), **kwargs)
-            fits[name] = (model, np.asarray(model.predict_raw(X)))
+            everything = worker.with_categories(X) if name == "categorical" else X
+            fits[name] = (model, np.asarray(model.predict_raw(everything)))
     return fits
 
 
@@ -162,7 +164,6 @@ def test_merged_thresholds_in_one_process_equal_the_plain_ones():
     (dict(distributed="yes"), "distributed must be True or False"),
     (dict(distributed=True, devices="all"), "does not take devices="),
     (dict(distributed=True, checkpoint_path="x.ckpt"), "does not take checkpoint_path"),
-    (dict(distributed=True, categorical_features=[0]), "does not take categorical"),
     (dict(distributed=True, base_margin=np.zeros(100, np.float32)), "does not take base_margin"),
     (dict(loss="absolute_error", distributed=True),  # 2 CPU devices in tests
      "distributed=True: loss 'absolute_error' needs all rows on one device"),

@@ -9,13 +9,18 @@ every process computes it identically:
   non-missing values, with their summed weight and count), the summaries are gathered
   and merged, and every process cuts the merged summary as one process would cut the
   concatenated rows (``binning.cut_points_of_distinct``);
+- the categorical columns' levels and encoder (``encoded_everywhere``: labels merged,
+  the encoder fitted to every row's codes and labels as on one process);
 - the labels and weights, for the starting margin (a median or class frequencies need
-  all of them), and the validation sets, which every process then scores whole.
+  all of them), and the validation sets, which every process then scores whole;
+- for a ranking loss, that no query has rows in two processes (``check_queries_apart``).
 
 The summaries are exact, so their size is the number of distinct values per column (at
 most the rows): fine for data that fits in memory, the scope of a distributed fit.
 """
 
+import dataclasses
+import json
 from collections.abc import Sequence
 
 import jax
@@ -23,9 +28,10 @@ import numpy as np
 from jax.experimental import multihost_utils
 
 from jaxgbt.core.dtypes import FLOAT_DTYPE
+from jaxgbt.data import categorical
 from jaxgbt.data import validation as check
 from jaxgbt.data.binning import bins_needed, cut_points_of_distinct, trimmed
-from jaxgbt.data.dataset import read_eval_set
+from jaxgbt.data.dataset import Dataset, read_eval_set
 
 
 def _all_gathered(array: np.ndarray) -> np.ndarray:
@@ -168,6 +174,100 @@ def check_queries_apart(group: np.ndarray) -> None:
             "(e.g. by query id modulo the number of processes).")
 
 
+def _merged_labels(labels: tuple) -> tuple:
+    """The sorted union of every process's labels of one column (as
+    ``categorical.factorize`` sorts them), the same on every process."""
+    mine = np.frombuffer(json.dumps(list(labels)).encode(), np.uint8)
+    lengths = _gathered(np.asarray([mine.size])).reshape(-1)
+    everyone = gather_rows([mine])[0].tobytes()
+    union, start = set(), 0
+    for length in lengths:
+        union.update(json.loads(everyone[start:start + length].decode()))
+        start += int(length)
+    return tuple(sorted(union, key=lambda key: (type(key).__name__, key)))
+
+
+def merged_declared(declared: categorical.Declared, X: np.ndarray
+                    ) -> tuple[categorical.Declared, np.ndarray]:
+    """The categorical columns with labels merged across processes.
+
+    Args:
+      declared: this process's (``categorical.read``): labelled columns hold codes into
+        its own sorted labels.
+      X: f32[N_p, F] this process's codes and numbers.
+
+    Returns:
+      (declared with every labelled column's labels the union of all processes', X with
+      those columns' codes into the union): the codes one process gives the
+      concatenated rows. Each process must declare the same columns.
+    """
+    check_agree(len(declared.categorical), "numbers of categorical columns")
+    agree = _gathered(np.asarray(declared.categorical)).reshape(jax.process_count(), -1)
+    if (agree != agree[0]).any():
+        raise ValueError("distributed=True: the processes declare different categorical "
+                         f"columns ({agree.tolist()}); declare the same ones on every "
+                         "process (a DataFrame column must have a categorical dtype on all).")
+    X, labels = np.array(X), list(declared.labels)
+    for j in declared.categorical:
+        labelled = _gathered(np.asarray([labels[j] is not None])).reshape(-1)
+        if labelled.any() != labelled.all():
+            raise ValueError(f"distributed=True: categorical column {j} holds labels "
+                             "(strings) on some processes and numbers on others; pass the "
+                             "same kind of column everywhere.")
+        if labels[j] is None:
+            continue
+        merged = _merged_labels(labels[j])
+        position = {label: i for i, label in enumerate(merged)}
+        remap = np.array([position[label] for label in labels[j]] + [0], FLOAT_DTYPE)
+        present = ~np.isnan(X[:, j])
+        X[present, j] = remap[X[present, j].astype(np.int64)]
+        labels[j] = merged
+    return declared._replace(labels=tuple(labels)), X
+
+
+def encoded_everywhere(data: Dataset, objective, vector_output: bool, n_outputs: int,
+                       one_hot_max_size, seed: int) -> Dataset:
+    """``Dataset.encoded`` over every process's rows: this process's rows encoded
+    f32[N_p, F_enc] by an Encoder that is the same on every process.
+
+    The categorical columns, the statistics' targets and the weights of all rows are
+    gathered (numeric columns are not), and every process fits the encoder to them as
+    one process fits the concatenated rows: the same levels, the same one-hot or
+    target-statistic choice, the same prediction statistics and, with the same seed,
+    the same permutation of all N rows for the ordered statistics, of which each
+    process keeps its own rows'. Exactly one process's encoding, for
+    O(N x (categorical columns + targets)) exchanged once.
+    """
+    if data.declared is None:
+        return data
+    categorical.check_one_hot_max_size(one_hot_max_size)
+    targets, why = categorical.statistic_targets(data.y, objective, vector_output, n_outputs)
+    declared, X = merged_declared(data.declared, data.X)
+    weight = data.weight
+    columns = list(declared.categorical)
+    n_rows = X.shape[0]
+    counts = _gathered(np.asarray([n_rows])).reshape(-1)
+    first = int(counts[:jax.process_index()].sum())
+    has_targets = _gathered(np.asarray([targets is not None])).reshape(-1)
+    if has_targets.any() != has_targets.all():
+        raise ValueError("distributed=True: the processes' labels differ in kind (target "
+                         "statistics could be computed on some and not on others).")
+    parts = [X[:, columns], np.asarray(weight, np.float64)]
+    if targets is not None:
+        parts.append(np.asarray(targets, np.float64))
+    gathered = gather_rows(parts)
+    all_X = np.zeros((gathered[0].shape[0], X.shape[1]), FLOAT_DTYPE)
+    all_X[:, columns] = gathered[0]
+    all_targets = gathered[2] if targets is not None else None
+    encoder, all_encoded = categorical.fit_encoder(declared, all_X, all_targets, why,
+                                                   gathered[1], one_hot_max_size, seed)
+    encoded = np.array(encoder.encode(X))
+    for j in columns:  # the categorical columns' encoded values of this process's rows
+        at = list(encoder.encoded_columns(j))
+        encoded[:, at] = all_encoded[first:first + n_rows, at]
+    return dataclasses.replace(data, X=encoded, encoder=encoder)
+
+
 def gathered_labels(y, weight) -> tuple:
     """(y, weight) of all processes' rows in process order: labels an array or a dict
     of arrays with rows on axis 0, weight f32[N_p]."""
@@ -203,16 +303,14 @@ def gathered_eval_sets(eval_set, **read_args) -> list[dict] | None:
     return gathered
 
 
-def check_supported(distributed, *, devices, categorical: bool, init_model, checkpoint_path,
-                    weight, base_margin=None) -> None:
+def check_supported(distributed, *, devices, init_model, checkpoint_path, weight,
+                    base_margin=None) -> None:
     """Refuses, before any collective, what ``fit(distributed=True)`` does not do yet."""
     if distributed is not True:
         raise TypeError(f"distributed must be True or False; got {distributed!r}.")
     refused = [
         (devices is not None, "devices= (the rows are split over every process's devices: "
                               "drop devices=)"),
-        (categorical, "categorical columns (their encodings are fitted to one process's "
-                      "rows: encode them before fit, the same on every process)"),
         (init_model is not None, "init_model (fit the total n_trees in one go)"),
         (checkpoint_path is not None, "checkpoint_path (rerun the fit instead)"),
         (base_margin is not None, "base_margin (its rows would have to be gathered with the "
