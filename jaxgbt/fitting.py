@@ -169,9 +169,8 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
       distributed: True to train one model with every process of a JAX distributed
         run (``jaxgbt.distributed.initialize``), each passing its own rows as X, y,
         sample_weight and eval_set; rows are split over all processes' devices and
-        every process returns the same model. Ranking needs each query's rows in one
-        process; not with init_model, checkpoints, Cox or quantile losses yet; see
-        docs/distributed.md.
+        every process returns the same model. Ranking needs whole queries per process;
+        no init_model, checkpoints, Cox or quantile losses yet (docs/distributed.md).
 
     Returns:
       A Booster.
@@ -180,6 +179,9 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
       ValueError, TypeError: bad input, before anything is traced.
       MemoryError: the fit would not fit in the device's free memory.
       FloatingPointError: the loss gave NaN or infinite gradients.
+
+    Long because it is the one straight line of a fit's steps, each a named call; a
+    split would only pass its many settings on.
     """
     objective = resolve(loss, link)
     kind = spec.loss_kind(objective, group)
@@ -190,8 +192,7 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
                         categorical_features=categorical_features, objective=objective,
                         kind=kind, feature_names=feature_names, n_outputs=n_outputs,
                         column_order=getattr(init_model, "feature_names", None))
-    _check_distributed(distributed, data, devices, init_model, checkpoint_path, base_margin,
-                       group)
+    _check_distributed(distributed, data, devices, init_model, checkpoint_path, base_margin, group)
     n_outputs, vector_output = spec.outputs(objective, data.y, n_outputs, kind)
     curvature = spec.curvature(objective, hessian, vector_output)
     rates = dict(subsample=subsample, goss_top_rate=goss_top_rate,
@@ -199,10 +200,8 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
                  colsample_bylevel=colsample_bylevel, colsample_bynode=colsample_bynode)
     params = spec.boost_params(learning_rate, l2, l1, min_split_gain, min_child_weight,
                                hessian_floor, seed, rates)
-    data = (encoded_everywhere(data, objective, vector_output, n_outputs, one_hot_max_size,
-                               seed) if distributed
-            else data.encoded(objective, vector_output, n_outputs, one_hot_max_size, seed,
-                              init_model))
+    data = _encoded(data, distributed, objective, vector_output, n_outputs, one_hot_max_size,
+                    seed, init_model)
     monotone, interactions = spec.encoded_constraints(data.encoder, monotone_constraints,
                                                       interaction_constraints)
     row_sampling, column_sampling = spec.sampling_methods(
@@ -277,6 +276,16 @@ def _check_distributed(distributed, data: Dataset, devices, init_model,
                         base_margin=base_margin)
         if data.group_index is not None and group is not None:
             check_queries_apart(check.check_group(group, data.n_rows))
+
+
+def _encoded(data: Dataset, distributed: bool, objective, vector_output, n_outputs,
+             one_hot_max_size, seed, init_model) -> Dataset:
+    """The rows with categorical columns encoded: by this process's rows, or with
+    ``distributed`` as one process encodes every process's rows."""
+    if distributed:
+        return encoded_everywhere(data, objective, vector_output, n_outputs,
+                                  one_hot_max_size, seed)
+    return data.encoded(objective, vector_output, n_outputs, one_hot_max_size, seed, init_model)
 
 
 def _row_mesh(devices, distributed: bool, objective: Objective, kind):
