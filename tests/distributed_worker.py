@@ -104,6 +104,9 @@ def main(out: Path) -> None:
     with_missing[::7, 2] = np.nan
     np.save(out / f"cuts_{jax.process_index()}.npy",
             merged_thresholds(with_missing, weight[rows], 32))
+    # 8 bins: columns of more than 16 x 8 distinct values in a process are sketched.
+    np.save(out / f"sketched_cuts_{jax.process_index()}.npy",
+            merged_thresholds(with_missing, weight[rows], 8))
     for name, kwargs in cases(X, y, weight, classes, rows, eval_rows).items():
         if wanted and name not in wanted.split(","):
             continue

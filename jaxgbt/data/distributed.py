@@ -15,8 +15,10 @@ every process computes it identically:
   all of them), and the validation sets, which every process then scores whole;
 - for a ranking loss, that no query has rows in two processes (``check_queries_apart``).
 
-The summaries are exact, so their size is the number of distinct values per column (at
-most the rows): fine for data that fits in memory, the scope of a distributed fit.
+The summaries are exact while a process holds at most ``SKETCH_POINTS_PER_BIN`` x B
+distinct values of a column; above, it sends a weighted quantile summary of that column
+(``_sketched``: at most 2 x 16 points per bin), so what is exchanged for the cuts is
+bounded by the bins, not the rows.
 """
 
 import dataclasses
@@ -99,13 +101,24 @@ def gather_rows(arrays: Sequence[np.ndarray]) -> list[np.ndarray]:
     return out
 
 
-def _column_summaries(X: np.ndarray, weight: np.ndarray | None):
+# A column with more distinct values on a process than this many per bin is sent as a
+# quantile summary of 2 x that many points per bin (``_sketched``) instead of exactly:
+# a cut is then off by about 1/16 of a bin's mass at most (docs/distributed.md).
+SKETCH_POINTS_PER_BIN = 16
+
+
+def _column_summaries(X: np.ndarray, weight: np.ndarray | None, max_points: int):
     """Each column's distinct non-missing values, flattened over the columns.
+
+    Args:
+      X: f32[N_p, F], NaN missing.
+      weight: f64[N_p], or None for unit weights.
+      max_points: G; a column with more distinct values is summarised by ``_sketched``.
 
     Returns:
       (feature i32[S], value f32[S], mass f64[S], count f64[S]): S entries, one per
       distinct value of each column (NaN left out), with the summed weight and the count
-      of its rows.
+      of its rows; or, for a column of more than G distinct values, its sketch.
     """
     parts = []
     for f in range(X.shape[1]):
@@ -115,9 +128,59 @@ def _column_summaries(X: np.ndarray, weight: np.ndarray | None):
         count = np.bincount(inverse, minlength=unique.size).astype(np.float64)
         mass = count if weight is None else np.bincount(
             inverse, weights=weight[present], minlength=unique.size)
+        if unique.size > max_points:
+            unique, mass, count = _sketched(unique, mass, count, max_points)
         parts.append((np.full(unique.size, f, np.int32), unique.astype(FLOAT_DTYPE),
                       mass, count))
     return tuple(np.concatenate(p) for p in zip(*parts, strict=True))
+
+
+def _sketched(unique: np.ndarray, mass: np.ndarray, count: np.ndarray, n_chunks: int):
+    """A weighted quantile summary of one column: (value, mass, count) of <= 2G points.
+
+    Args:
+      unique: f32[U] sorted distinct values; mass, count: f64[U] their weight and rows.
+      n_chunks: G < U.
+
+    The sorted values are cut into G runs of about equal mass (a run starts where the
+    mass before it crosses a multiple of total / G; one heavy value stays whole). Each
+    run becomes two points, its smallest and its largest value, each carrying half the
+    run's mass and count (a run of one value, one point with all of it): the mass at or
+    below each run's end is exact, and within a run off by at most half the run. A cut
+    found from the merged points is then off by at most about one run of each process
+    (half from the points' mass, half from the coarser gaps between them): 1/G of the
+    total, plus twice the heaviest value's mass where a value outweighs a run.
+    """
+    by = mass if mass.sum() > 0 else count  # all weights 0: chunk by rows
+    before = np.cumsum(by) - by
+    chunk = np.minimum((n_chunks * before / by.sum()).astype(np.int64), n_chunks - 1)
+    starts = np.flatnonzero(np.r_[True, chunk[1:] != chunk[:-1]])
+    ends = np.r_[starts[1:], unique.size] - 1
+    run_mass, run_count = np.add.reduceat(mass, starts), np.add.reduceat(count, starts)
+    two = starts != ends  # runs of more than one value: half at each end
+    value = np.concatenate([unique[ends], unique[starts[two]]])
+    share = np.where(two, 0.5, 1.0)
+    order = np.argsort(value, kind="stable")
+    return (value[order],
+            np.concatenate([run_mass * share, run_mass[two] / 2])[order],
+            np.concatenate([run_count * share, run_count[two] / 2])[order])
+
+
+def thresholds_of_summaries(summaries, n_features: int, n_bins: int) -> np.ndarray:
+    """f32[F, B - 1] cut points of gathered column summaries (``_column_summaries`` of
+    every process, concatenated): each column's points merged (equal values summed) and
+    cut as one process cuts its distinct values; +inf where a column needs fewer."""
+    feature, value, mass, count = summaries
+    thresholds = np.full((n_features, n_bins - 1), np.inf, FLOAT_DTYPE)
+    for f in range(n_features):
+        mine = feature == f
+        unique, inverse = np.unique(value[mine], return_inverse=True)
+        merged_mass = np.bincount(inverse, weights=mass[mine], minlength=unique.size)
+        if unique.size > n_bins - 1 and np.cumsum(merged_mass)[-1] <= 0:
+            merged_mass = np.bincount(inverse, weights=count[mine], minlength=unique.size)
+        cuts = cut_points_of_distinct(unique, merged_mass, n_bins - 1)
+        thresholds[f, :cuts.size] = cuts
+    return thresholds
 
 
 def merged_thresholds(X: np.ndarray, weight, n_bins: int) -> np.ndarray:
@@ -128,25 +191,21 @@ def merged_thresholds(X: np.ndarray, weight, n_bins: int) -> np.ndarray:
       weight: f32[N_p] sample weights (traced weights are refused by ``fit`` earlier).
       n_bins: the requested B; the result is trimmed by ``binning.bins_needed``.
 
-    Equal to ``Dataset.thresholds`` on the concatenated rows up to the order in which
-    float weights are summed (exact for counts and for weights that sum exactly), and
-    with every row used (one process cuts at most ``MAX_BINNING_ROWS`` sampled rows).
+    While no process holds more than G = ``SKETCH_POINTS_PER_BIN`` x B distinct values
+    of a column, its cuts equal ``Dataset.thresholds`` on the concatenated rows up to
+    the order in which float weights are summed (exact for counts and for weights that
+    sum exactly), with every row used (one process cuts at most ``MAX_BINNING_ROWS``
+    sampled rows). Above, that process sends a summary of at most 2G points
+    (``_sketched``), and the mass below each cut is off by at most about 1/G of the
+    total (1/16 of a bin) plus twice the mass of the column's heaviest single value.
     """
     n_features = X.shape[1]
     check_agree(n_features, "numbers of columns in X")
     weights = None if weight is None else np.asarray(weight, np.float64)
     if weights is not None and np.all(weights == 1.0):
         weights = None  # unit weights are counts, as on one process
-    feature, value, mass, count = gather_rows(_column_summaries(X, weights))
-    thresholds = np.full((n_features, n_bins - 1), np.inf, FLOAT_DTYPE)
-    for f in range(n_features):
-        mine = feature == f
-        unique, inverse = np.unique(value[mine], return_inverse=True)
-        merged_mass = np.bincount(inverse, weights=mass[mine], minlength=unique.size)
-        if unique.size > n_bins - 1 and np.cumsum(merged_mass)[-1] <= 0:
-            merged_mass = np.bincount(inverse, weights=count[mine], minlength=unique.size)
-        cuts = cut_points_of_distinct(unique, merged_mass, n_bins - 1)
-        thresholds[f, :cuts.size] = cuts
+    summaries = _column_summaries(X, weights, SKETCH_POINTS_PER_BIN * n_bins)
+    thresholds = thresholds_of_summaries(gather_rows(summaries), n_features, n_bins)
     return trimmed(thresholds, bins_needed(thresholds, n_bins))
 
 
