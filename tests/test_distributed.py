@@ -18,6 +18,7 @@ from jaxgbt.cli.launch import free_port, launch
 from jaxgbt.data.binning import bins_needed, compute_thresholds, trimmed
 from jaxgbt.data.distributed import (
     _column_summaries,
+    check_queries_apart,
     gather_rows,
     merged_thresholds,
     thresholds_of_summaries,
@@ -258,6 +259,21 @@ def test_distributed_refuses_what_it_does_not_support(kwargs, match):
     loss = kwargs.pop("loss", "logistic")
     with pytest.raises((TypeError, ValueError), match=match):
         jaxgbt.fit(loss, X[:100], y[:100], n_trees=2, depth=2, n_bins=8, **kwargs)
+
+
+def test_one_process_distributed_ranking_is_the_plain_fit():
+    # One process with 2 devices: a ranking loss keeps its queries on the first one.
+    X, y, _, _ = worker.data()
+    relevance, group = worker.relevance(X)[:200], np.arange(200) // worker.QUERY_ROWS
+    kwargs = dict(n_trees=4, depth=2, n_bins=16, group=group)
+    plain = jaxgbt.fit("lambdarank_ndcg", X[:200], relevance, **kwargs)
+    alone = jaxgbt.fit("lambdarank_ndcg", X[:200], relevance, distributed=True, **kwargs)
+    np.testing.assert_allclose(alone.predict_raw(X[:200]), plain.predict_raw(X[:200]),
+                               atol=1e-5)
+
+
+def test_query_ids_of_one_process_pass_the_check():
+    check_queries_apart(np.array([3, 3, 1, 1, 7]))
 
 
 def test_launch_sets_each_process_environment_and_returns_zero(tmp_path):

@@ -30,8 +30,10 @@ from jaxgbt.engine.chunk import train_chunk
 
 def row_devices(grouped: bool) -> list:
     """The devices of every process that ``fit(distributed=True)`` splits rows over:
-    all of them, or for a group loss the first of each process (its queries stay whole
-    on one device)."""
+    all of them, or for a loss over groups of rows the first of each process (a ranking
+    loss's queries stay whole on one device; Cox's one group of all rows then trains on
+    one device when there is one process, and is refused over several by
+    ``spec.check_mesh``)."""
     if not grouped:
         return jax.devices()
     return [next(d for d in jax.devices() if d.process_index == p)
