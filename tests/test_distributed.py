@@ -164,7 +164,10 @@ def test_a_dying_process_fails_the_other_with_a_clear_error(tmp_path):
             process.wait()
     assert processes[1].returncode == 3
     assert processes[0].returncode != 0
-    assert "could not exchange their data" in survivor_err
+    # Two reports race: the exchange's error (ours), and JAX's client aborting the process
+    # once the coordination service declares the other dead; either may come first.
+    assert ("could not exchange their data" in survivor_err
+            or "JAX distributed service detected fatal errors" in survivor_err)
 
 
 def test_one_process_distributed_fit_is_the_plain_fit():
