@@ -61,7 +61,10 @@ def cases(X, y, weight, classes, rows, eval_rows):
                             eval_set=[(with_categories(X)[eval_rows], y[eval_rows])],
                             **SMALL),
         "lambdarank": dict(loss="lambdarank_ndcg", X=X[rows], y=relevance(X)[rows],
-                           group=rows // QUERY_ROWS, **SMALL),
+                           group=rows // QUERY_ROWS, n_trees=30, depth=3, n_bins=32,
+                           eval_set=[dict(X=X[eval_rows], y=relevance(X)[eval_rows],
+                                          group=eval_rows // QUERY_ROWS)],
+                           early_stopping_rounds=3),
     }
 
 

@@ -124,7 +124,7 @@ def test_two_processes_train_the_one_process_model(two_process_run, one_process_
 def test_a_query_split_over_processes_is_an_error_naming_it(two_process_run):
     for process in (0, 1):
         message = (two_process_run / f"split_query_{process}.txt").read_text()
-        assert "query id 0 has rows in processes 0, 1" in message
+        assert "query id 0 of group has rows in processes 0, 1" in message
 
 
 @pytest.mark.slow

@@ -209,11 +209,12 @@ def merged_thresholds(X: np.ndarray, weight, n_bins: int) -> np.ndarray:
     return trimmed(thresholds, bins_needed(thresholds, n_bins))
 
 
-def check_queries_apart(group: np.ndarray) -> None:
+def check_queries_apart(group: np.ndarray, name: str = "group") -> None:
     """Raises, on every process alike, when a query id has rows in two processes.
 
     Args:
       group: i64[N_p], this process's checked query ids (``validation.check_group``).
+      name: the argument they came from, for the message.
 
     A group loss is computed per query on the device holding its rows, so each query's
     rows must all be passed by one process.
@@ -227,7 +228,7 @@ def check_queries_apart(group: np.ndarray) -> None:
         query = int(ids[shared[0]])
         processes = sorted(set(owner[ids == query].tolist()))
         raise ValueError(
-            f"distributed=True: query id {query} has rows in processes "
+            f"distributed=True: query id {query} of {name} has rows in processes "
             f"{', '.join(map(str, processes))} ({shared.size} shared query id(s) in all); "
             "a ranking loss needs each query's rows in one process: split the rows by query "
             "(e.g. by query id modulo the number of processes).")
@@ -351,15 +352,20 @@ def gathered_eval_sets(eval_set, **read_args) -> list[dict] | None:
     gathered = []
     for i, entry in enumerate(eval_set):
         rows = read_eval_set(i, entry, **read_args)
-        if rows.group is not None:
-            raise ValueError("distributed=True does not take validation sets with query ids "
-                             "yet: score ranking models after training.")
         leaves, treedef = jax.tree.flatten(rows.y)
-        X, *leaves, weight = gather_rows([rows.X, *map(np.asarray, leaves),
-                                          np.asarray(rows.weight)])
-        gathered.append(dict(X=X, y=jax.tree.unflatten(treedef, leaves),
-                             sample_weight=weight, name=rows.name))
+        columns = dict(X=rows.X, sample_weight=np.asarray(rows.weight))
+        if rows.group is not None:  # the queries' rows stay together once concatenated
+            check_queries_apart(rows.group, f"eval_set[{i}] group")
+            columns["group"] = np.asarray(rows.group, np.int64)
+        *leaves, everyone = _gathered_columns([np.asarray(a) for a in leaves], columns)
+        gathered.append(dict(everyone, y=jax.tree.unflatten(treedef, leaves), name=rows.name))
     return gathered
+
+
+def _gathered_columns(leaves: list[np.ndarray], columns: dict) -> list:
+    """``gather_rows`` of label leaves and named columns: the leaves, then the dict."""
+    out = gather_rows([*leaves, *columns.values()])
+    return [*out[:len(leaves)], dict(zip(columns, out[len(leaves):], strict=True))]
 
 
 def check_supported(distributed, *, devices, init_model, checkpoint_path, weight,
