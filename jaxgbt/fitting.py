@@ -25,7 +25,9 @@ from jaxgbt.data.chunks import ChunkedData, read_chunked
 from jaxgbt.data.dataset import Dataset, read_eval_set
 from jaxgbt.data.distributed import (
     check_agree,
+    check_queries_apart,
     check_supported,
+    encoded_everywhere,
     gathered_eval_sets,
     gathered_labels,
     merged_thresholds,
@@ -33,6 +35,7 @@ from jaxgbt.data.distributed import (
 from jaxgbt.engine.compile import compile_ahead, compiled_derivatives, compiled_start_check
 from jaxgbt.engine.loop import train
 from jaxgbt.engine.resources import check_fit_memory, release_free_heap
+from jaxgbt.engine.sharding import row_devices
 from jaxgbt.evaluation import metrics as metrics_module
 from jaxgbt.evaluation.evaluator import EvalSet, Evaluator, resolve_metrics
 from jaxgbt.io.checkpoint import fingerprint, load_checkpoint, save_checkpoint
@@ -170,8 +173,8 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
       distributed: True to train one model with every process of a JAX distributed
         run (``jaxgbt.distributed.initialize``), each passing its own rows as X, y,
         sample_weight and eval_set; rows are split over all processes' devices and
-        every process returns the same model. Not with categorical columns, group
-        losses, init_model or checkpoints yet; see docs/distributed.md.
+        every process returns the same model. Ranking needs whole queries per process;
+        no init_model, checkpoints, Cox or quantile losses yet (docs/distributed.md).
 
     Returns:
       A Booster.
@@ -180,6 +183,9 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
       ValueError, TypeError: bad input, before anything is traced.
       MemoryError: the fit would not fit in the device's free memory.
       FloatingPointError: the loss gave NaN or infinite gradients.
+
+    Long because it is the one straight line of a fit's steps, each a named call; a
+    split would only pass its many settings on.
     """
     objective = resolve(loss, link)
     kind = spec.loss_kind(objective, group)
@@ -190,7 +196,8 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
                           categorical_features=categorical_features, objective=objective,
                           kind=kind, feature_names=feature_names, n_outputs=n_outputs,
                           init_model=init_model, distributed=distributed)
-    _check_distributed(distributed, data, devices, init_model, checkpoint_path, base_margin)
+    _check_distributed(distributed, data, devices, init_model, checkpoint_path, base_margin,
+                       group)
     n_outputs, vector_output = spec.outputs(objective, data.y, n_outputs, kind)
     curvature = spec.curvature(objective, hessian, vector_output)
     rates = dict(subsample=subsample, goss_top_rate=goss_top_rate,
@@ -198,7 +205,8 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
                  colsample_bylevel=colsample_bylevel, colsample_bynode=colsample_bynode)
     params = spec.boost_params(learning_rate, l2, l1, min_split_gain, min_child_weight,
                                hessian_floor, seed, rates)
-    data = data.encoded(objective, vector_output, n_outputs, one_hot_max_size, seed, init_model)
+    data = _encoded(data, distributed, objective, vector_output, n_outputs, one_hot_max_size,
+                    seed, init_model)
     monotone, interactions = spec.encoded_constraints(data.encoder, monotone_constraints,
                                                       interaction_constraints)
     row_sampling, column_sampling = spec.sampling_methods(
@@ -273,18 +281,31 @@ def _training_rows(X, y, *, init_model, distributed, **read_args) -> Dataset:
 
 
 def _check_distributed(distributed, data: Dataset, devices, init_model,
-                       checkpoint_path, base_margin) -> None:
-    """Refuses what ``distributed=True`` does not take (see ``data.distributed``)."""
+                       checkpoint_path, base_margin, group) -> None:
+    """Refuses what ``distributed=True`` does not take (see ``data.distributed``), and
+    queries split over processes."""
     if distributed is not False:
-        check_supported(distributed, devices=devices, categorical=data.declared is not None,
-                        init_model=init_model, checkpoint_path=checkpoint_path,
-                        weight=data.weight, base_margin=base_margin)
+        check_supported(distributed, devices=devices, init_model=init_model,
+                        checkpoint_path=checkpoint_path, weight=data.weight,
+                        base_margin=base_margin)
+        if data.group_index is not None and group is not None:
+            check_queries_apart(check.check_group(group, data.n_rows))
+
+
+def _encoded(data: Dataset, distributed: bool, objective, vector_output, n_outputs,
+             one_hot_max_size, seed, init_model) -> Dataset:
+    """The rows with categorical columns encoded: by this process's rows, or with
+    ``distributed`` as one process encodes every process's rows."""
+    if distributed:
+        return encoded_everywhere(data, objective, vector_output, n_outputs,
+                                  one_hot_max_size, seed)
+    return data.encoded(objective, vector_output, n_outputs, one_hot_max_size, seed, init_model)
 
 
 def _row_mesh(devices, distributed: bool, objective: Objective, kind):
     """The mesh rows are split over (every process's devices with ``distributed``), or
     None for one device; checked against the loss."""
-    mesh = spec.mesh(jax.devices() if distributed else devices)
+    mesh = spec.mesh(row_devices(kind != "row") if distributed else devices)
     spec.check_mesh(mesh, devices, objective, kind, distributed)
     return mesh
 
@@ -501,7 +522,9 @@ def _evaluator(eval_set, eval_metric, early_stopping_rounds, callbacks, verbose,
             n_classes=config.n_outputs)
     sets, starts = [], []
     for i, entry in enumerate(eval_set or []):
-        rows = read_eval_set(i, entry, encoder=data.encoder, n_features=data.n_columns,
+        # Gathered validation sets arrive encoded (``gathered_eval_sets``).
+        rows = read_eval_set(i, entry, encoder=None if distributed else data.encoder,
+                             n_features=data.n_columns,
                              objective=objective, kind=kind, traced=traced,
                              feature_names=data.feature_names,
                              n_outputs=config.n_outputs if config.vector_output else None,
@@ -555,7 +578,7 @@ def _base_score(objective: Objective, base_score, data: TrainData, config: Boost
         if not check.is_traced(start) and not np.isfinite(np.asarray(start)).all():
             raise ValueError(f"base_score={base_score} must be finite.")
         return start
-    if distributed:
+    if distributed and not config.grouped:  # a group loss starts at 0, checked per process
         data = _all_labels(data)
     if objective.init_score is not None:
         try:

@@ -326,8 +326,10 @@ def mesh(devices) -> jax.sharding.Mesh | None:
 
 def check_mesh(row_mesh, devices, objective: Objective, kind: LossKind,
                distributed: bool = False) -> None:
-    """Losses that couple rows across devices, or sort residuals, train on one device."""
-    if row_mesh is not None and (kind != "row" or objective.leaf_quantile is not None):
+    """Losses that couple rows across devices, or sort residuals, train on one device;
+    group losses over several processes keep each process's queries on its device."""
+    couples_devices = kind == "dataset" or (kind == "group" and not distributed)
+    if row_mesh is not None and (couples_devices or objective.leaf_quantile is not None):
         setting = "distributed=True" if distributed else f"devices={devices!r}"
         raise ValueError(f"{setting}: loss {objective.name!r} needs all rows on one "
                          "device (it couples rows across groups or refreshes leaves from "

@@ -9,13 +9,20 @@ every process computes it identically:
   non-missing values, with their summed weight and count), the summaries are gathered
   and merged, and every process cuts the merged summary as one process would cut the
   concatenated rows (``binning.cut_points_of_distinct``);
+- the categorical columns' levels and encoder (``encoded_everywhere``: labels merged,
+  the encoder fitted to every row's codes and labels as on one process);
 - the labels and weights, for the starting margin (a median or class frequencies need
-  all of them), and the validation sets, which every process then scores whole.
+  all of them), and the validation sets, which every process then scores whole;
+- for a ranking loss, that no query has rows in two processes (``check_queries_apart``).
 
-The summaries are exact, so their size is the number of distinct values per column (at
-most the rows): fine for data that fits in memory, the scope of a distributed fit.
+The summaries are exact while a process holds at most ``SKETCH_POINTS_PER_BIN`` x B
+distinct values of a column; above, it sends a weighted quantile summary of that column
+(``_sketched``: at most 2 x 16 points per bin), so what is exchanged for the cuts is
+bounded by the bins, not the rows.
 """
 
+import dataclasses
+import json
 from collections.abc import Sequence
 
 import jax
@@ -23,9 +30,10 @@ import numpy as np
 from jax.experimental import multihost_utils
 
 from jaxgbt.core.dtypes import FLOAT_DTYPE
+from jaxgbt.data import categorical
 from jaxgbt.data import validation as check
 from jaxgbt.data.binning import bins_needed, cut_points_of_distinct, trimmed
-from jaxgbt.data.dataset import read_eval_set
+from jaxgbt.data.dataset import Dataset, read_eval_set
 
 
 def _all_gathered(array: np.ndarray) -> np.ndarray:
@@ -93,13 +101,24 @@ def gather_rows(arrays: Sequence[np.ndarray]) -> list[np.ndarray]:
     return out
 
 
-def _column_summaries(X: np.ndarray, weight: np.ndarray | None):
+# A column with more distinct values on a process than this many per bin is sent as a
+# quantile summary of 2 x that many points per bin (``_sketched``) instead of exactly:
+# a cut is then off by about 1/16 of a bin's mass at most (docs/distributed.md).
+SKETCH_POINTS_PER_BIN = 16
+
+
+def _column_summaries(X: np.ndarray, weight: np.ndarray | None, max_points: int):
     """Each column's distinct non-missing values, flattened over the columns.
+
+    Args:
+      X: f32[N_p, F], NaN missing.
+      weight: f64[N_p], or None for unit weights.
+      max_points: G; a column with more distinct values is summarised by ``_sketched``.
 
     Returns:
       (feature i32[S], value f32[S], mass f64[S], count f64[S]): S entries, one per
       distinct value of each column (NaN left out), with the summed weight and the count
-      of its rows.
+      of its rows; or, for a column of more than G distinct values, its sketch.
     """
     parts = []
     for f in range(X.shape[1]):
@@ -109,9 +128,59 @@ def _column_summaries(X: np.ndarray, weight: np.ndarray | None):
         count = np.bincount(inverse, minlength=unique.size).astype(np.float64)
         mass = count if weight is None else np.bincount(
             inverse, weights=weight[present], minlength=unique.size)
+        if unique.size > max_points:
+            unique, mass, count = _sketched(unique, mass, count, max_points)
         parts.append((np.full(unique.size, f, np.int32), unique.astype(FLOAT_DTYPE),
                       mass, count))
     return tuple(np.concatenate(p) for p in zip(*parts, strict=True))
+
+
+def _sketched(unique: np.ndarray, mass: np.ndarray, count: np.ndarray, n_chunks: int):
+    """A weighted quantile summary of one column: (value, mass, count) of <= 2G points.
+
+    Args:
+      unique: f32[U] sorted distinct values; mass, count: f64[U] their weight and rows.
+      n_chunks: G < U.
+
+    The sorted values are cut into G runs of about equal mass (a run starts where the
+    mass before it crosses a multiple of total / G; one heavy value stays whole). Each
+    run becomes two points, its smallest and its largest value, each carrying half the
+    run's mass and count (a run of one value, one point with all of it): the mass at or
+    below each run's end is exact, and within a run off by at most half the run. A cut
+    found from the merged points is then off by at most about one run of each process
+    (half from the points' mass, half from the coarser gaps between them): 1/G of the
+    total, plus twice the heaviest value's mass where a value outweighs a run.
+    """
+    by = mass if mass.sum() > 0 else count  # all weights 0: chunk by rows
+    before = np.cumsum(by) - by
+    chunk = np.minimum((n_chunks * before / by.sum()).astype(np.int64), n_chunks - 1)
+    starts = np.flatnonzero(np.r_[True, chunk[1:] != chunk[:-1]])
+    ends = np.r_[starts[1:], unique.size] - 1
+    run_mass, run_count = np.add.reduceat(mass, starts), np.add.reduceat(count, starts)
+    two = starts != ends  # runs of more than one value: half at each end
+    value = np.concatenate([unique[ends], unique[starts[two]]])
+    share = np.where(two, 0.5, 1.0)
+    order = np.argsort(value, kind="stable")
+    return (value[order],
+            np.concatenate([run_mass * share, run_mass[two] / 2])[order],
+            np.concatenate([run_count * share, run_count[two] / 2])[order])
+
+
+def thresholds_of_summaries(summaries, n_features: int, n_bins: int) -> np.ndarray:
+    """f32[F, B - 1] cut points of gathered column summaries (``_column_summaries`` of
+    every process, concatenated): each column's points merged (equal values summed) and
+    cut as one process cuts its distinct values; +inf where a column needs fewer."""
+    feature, value, mass, count = summaries
+    thresholds = np.full((n_features, n_bins - 1), np.inf, FLOAT_DTYPE)
+    for f in range(n_features):
+        mine = feature == f
+        unique, inverse = np.unique(value[mine], return_inverse=True)
+        merged_mass = np.bincount(inverse, weights=mass[mine], minlength=unique.size)
+        if unique.size > n_bins - 1 and np.cumsum(merged_mass)[-1] <= 0:
+            merged_mass = np.bincount(inverse, weights=count[mine], minlength=unique.size)
+        cuts = cut_points_of_distinct(unique, merged_mass, n_bins - 1)
+        thresholds[f, :cuts.size] = cuts
+    return thresholds
 
 
 def merged_thresholds(X: np.ndarray, weight, n_bins: int) -> np.ndarray:
@@ -122,26 +191,141 @@ def merged_thresholds(X: np.ndarray, weight, n_bins: int) -> np.ndarray:
       weight: f32[N_p] sample weights (traced weights are refused by ``fit`` earlier).
       n_bins: the requested B; the result is trimmed by ``binning.bins_needed``.
 
-    Equal to ``Dataset.thresholds`` on the concatenated rows up to the order in which
-    float weights are summed (exact for counts and for weights that sum exactly), and
-    with every row used (one process cuts at most ``MAX_BINNING_ROWS`` sampled rows).
+    While no process holds more than G = ``SKETCH_POINTS_PER_BIN`` x B distinct values
+    of a column, its cuts equal ``Dataset.thresholds`` on the concatenated rows up to
+    the order in which float weights are summed (exact for counts and for weights that
+    sum exactly), with every row used (one process cuts at most ``MAX_BINNING_ROWS``
+    sampled rows). Above, that process sends a summary of at most 2G points
+    (``_sketched``), and the mass below each cut is off by at most about 1/G of the
+    total (1/16 of a bin) plus twice the mass of the column's heaviest single value.
     """
     n_features = X.shape[1]
     check_agree(n_features, "numbers of columns in X")
     weights = None if weight is None else np.asarray(weight, np.float64)
     if weights is not None and np.all(weights == 1.0):
         weights = None  # unit weights are counts, as on one process
-    feature, value, mass, count = gather_rows(_column_summaries(X, weights))
-    thresholds = np.full((n_features, n_bins - 1), np.inf, FLOAT_DTYPE)
-    for f in range(n_features):
-        mine = feature == f
-        unique, inverse = np.unique(value[mine], return_inverse=True)
-        merged_mass = np.bincount(inverse, weights=mass[mine], minlength=unique.size)
-        if unique.size > n_bins - 1 and np.cumsum(merged_mass)[-1] <= 0:
-            merged_mass = np.bincount(inverse, weights=count[mine], minlength=unique.size)
-        cuts = cut_points_of_distinct(unique, merged_mass, n_bins - 1)
-        thresholds[f, :cuts.size] = cuts
+    summaries = _column_summaries(X, weights, SKETCH_POINTS_PER_BIN * n_bins)
+    thresholds = thresholds_of_summaries(gather_rows(summaries), n_features, n_bins)
     return trimmed(thresholds, bins_needed(thresholds, n_bins))
+
+
+def check_queries_apart(group: np.ndarray, name: str = "group") -> None:
+    """Raises, on every process alike, when a query id has rows in two processes.
+
+    Args:
+      group: i64[N_p], this process's checked query ids (``validation.check_group``).
+      name: the argument they came from, for the message.
+
+    A group loss is computed per query on the device holding its rows, so each query's
+    rows must all be passed by one process.
+    """
+    ids = np.unique(group)
+    ids, owner = gather_rows([ids, np.full(ids.shape, jax.process_index(), np.int64)])
+    order = np.argsort(ids, kind="stable")
+    ids, owner = ids[order], owner[order]
+    shared = np.flatnonzero(ids[1:] == ids[:-1])
+    if shared.size:
+        query = int(ids[shared[0]])
+        processes = sorted(set(owner[ids == query].tolist()))
+        raise ValueError(
+            f"distributed=True: query id {query} of {name} has rows in processes "
+            f"{', '.join(map(str, processes))} ({shared.size} shared query id(s) in all); "
+            "a ranking loss needs each query's rows in one process: split the rows by query "
+            "(e.g. by query id modulo the number of processes).")
+
+
+def _merged_labels(labels: tuple) -> tuple:
+    """The sorted union of every process's labels of one column (as
+    ``categorical.factorize`` sorts them), the same on every process."""
+    mine = np.frombuffer(json.dumps(list(labels)).encode(), np.uint8)
+    lengths = _gathered(np.asarray([mine.size])).reshape(-1)
+    everyone = gather_rows([mine])[0].tobytes()
+    union, start = set(), 0
+    for length in lengths:
+        union.update(json.loads(everyone[start:start + length].decode()))
+        start += int(length)
+    return tuple(sorted(union, key=lambda key: (type(key).__name__, key)))
+
+
+def merged_declared(declared: categorical.Declared, X: np.ndarray
+                    ) -> tuple[categorical.Declared, np.ndarray]:
+    """The categorical columns with labels merged across processes.
+
+    Args:
+      declared: this process's (``categorical.read``): labelled columns hold codes into
+        its own sorted labels.
+      X: f32[N_p, F] this process's codes and numbers.
+
+    Returns:
+      (declared with every labelled column's labels the union of all processes', X with
+      those columns' codes into the union): the codes one process gives the
+      concatenated rows. Each process must declare the same columns.
+    """
+    check_agree(len(declared.categorical), "numbers of categorical columns")
+    agree = _gathered(np.asarray(declared.categorical)).reshape(jax.process_count(), -1)
+    if (agree != agree[0]).any():
+        raise ValueError("distributed=True: the processes declare different categorical "
+                         f"columns ({agree.tolist()}); declare the same ones on every "
+                         "process (a DataFrame column must have a categorical dtype on all).")
+    X, labels = np.array(X), list(declared.labels)
+    for j in declared.categorical:
+        labelled = _gathered(np.asarray([labels[j] is not None])).reshape(-1)
+        if labelled.any() != labelled.all():
+            raise ValueError(f"distributed=True: categorical column {j} holds labels "
+                             "(strings) on some processes and numbers on others; pass the "
+                             "same kind of column everywhere.")
+        if labels[j] is None:
+            continue
+        merged = _merged_labels(labels[j])
+        position = {label: i for i, label in enumerate(merged)}
+        remap = np.array([position[label] for label in labels[j]] + [0], FLOAT_DTYPE)
+        present = ~np.isnan(X[:, j])
+        X[present, j] = remap[X[present, j].astype(np.int64)]
+        labels[j] = merged
+    return declared._replace(labels=tuple(labels)), X
+
+
+def encoded_everywhere(data: Dataset, objective, vector_output: bool, n_outputs: int,
+                       one_hot_max_size, seed: int) -> Dataset:
+    """``Dataset.encoded`` over every process's rows: this process's rows encoded
+    f32[N_p, F_enc] by an Encoder that is the same on every process.
+
+    The categorical columns, the statistics' targets and the weights of all rows are
+    gathered (numeric columns are not), and every process fits the encoder to them as
+    one process fits the concatenated rows: the same levels, the same one-hot or
+    target-statistic choice, the same prediction statistics and, with the same seed,
+    the same permutation of all N rows for the ordered statistics, of which each
+    process keeps its own rows'. Exactly one process's encoding, for
+    O(N x (categorical columns + targets)) exchanged once.
+    """
+    if data.declared is None:
+        return data
+    categorical.check_one_hot_max_size(one_hot_max_size)
+    targets, why = categorical.statistic_targets(data.y, objective, vector_output, n_outputs)
+    declared, X = merged_declared(data.declared, data.X)
+    weight = data.weight
+    columns = list(declared.categorical)
+    n_rows = X.shape[0]
+    counts = _gathered(np.asarray([n_rows])).reshape(-1)
+    first = int(counts[:jax.process_index()].sum())
+    has_targets = _gathered(np.asarray([targets is not None])).reshape(-1)
+    if has_targets.any() != has_targets.all():
+        raise ValueError("distributed=True: the processes' labels differ in kind (target "
+                         "statistics could be computed on some and not on others).")
+    parts = [X[:, columns], np.asarray(weight, np.float64)]
+    if targets is not None:
+        parts.append(np.asarray(targets, np.float64))
+    gathered = gather_rows(parts)
+    all_X = np.zeros((gathered[0].shape[0], X.shape[1]), FLOAT_DTYPE)
+    all_X[:, columns] = gathered[0]
+    all_targets = gathered[2] if targets is not None else None
+    encoder, all_encoded = categorical.fit_encoder(declared, all_X, all_targets, why,
+                                                   gathered[1], one_hot_max_size, seed)
+    encoded = np.array(encoder.encode(X))
+    for j in columns:  # the categorical columns' encoded values of this process's rows
+        at = list(encoder.encoded_columns(j))
+        encoded[:, at] = all_encoded[first:first + n_rows, at]
+    return dataclasses.replace(data, X=encoded, encoder=encoder)
 
 
 def gathered_labels(y, weight) -> tuple:
@@ -168,27 +352,30 @@ def gathered_eval_sets(eval_set, **read_args) -> list[dict] | None:
     gathered = []
     for i, entry in enumerate(eval_set):
         rows = read_eval_set(i, entry, **read_args)
-        if rows.group is not None:
-            raise ValueError("distributed=True does not take validation sets with query ids "
-                             "yet: score ranking models after training.")
         leaves, treedef = jax.tree.flatten(rows.y)
-        X, *leaves, weight = gather_rows([rows.X, *map(np.asarray, leaves),
-                                          np.asarray(rows.weight)])
-        gathered.append(dict(X=X, y=jax.tree.unflatten(treedef, leaves),
-                             sample_weight=weight, name=rows.name))
+        columns = dict(X=rows.X, sample_weight=np.asarray(rows.weight))
+        if rows.group is not None:  # the queries' rows stay together once concatenated
+            check_queries_apart(rows.group, f"eval_set[{i}] group")
+            columns["group"] = np.asarray(rows.group, np.int64)
+        *leaves, everyone = _gathered_columns([np.asarray(a) for a in leaves], columns)
+        gathered.append(dict(everyone, y=jax.tree.unflatten(treedef, leaves), name=rows.name))
     return gathered
 
 
-def check_supported(distributed, *, devices, categorical: bool, init_model, checkpoint_path,
-                    weight, base_margin=None) -> None:
+def _gathered_columns(leaves: list[np.ndarray], columns: dict) -> list:
+    """``gather_rows`` of label leaves and named columns: the leaves, then the dict."""
+    out = gather_rows([*leaves, *columns.values()])
+    return [*out[:len(leaves)], dict(zip(columns, out[len(leaves):], strict=True))]
+
+
+def check_supported(distributed, *, devices, init_model, checkpoint_path, weight,
+                    base_margin=None) -> None:
     """Refuses, before any collective, what ``fit(distributed=True)`` does not do yet."""
     if distributed is not True:
         raise TypeError(f"distributed must be True or False; got {distributed!r}.")
     refused = [
         (devices is not None, "devices= (the rows are split over every process's devices: "
                               "drop devices=)"),
-        (categorical, "categorical columns (their encodings are fitted to one process's "
-                      "rows: encode them before fit, the same on every process)"),
         (init_model is not None, "init_model (fit the total n_trees in one go)"),
         (checkpoint_path is not None, "checkpoint_path (rerun the fit instead)"),
         (base_margin is not None, "base_margin (its rows would have to be gathered with the "

@@ -7,6 +7,10 @@ array is split (``_row_specs``) is kept apart from putting the arrays there
 (``shard_rows``, from arrays one process holds whole); on a mesh over several processes
 (``fit(distributed=True)``) each process hands over its own rows instead
 (``_shard_process_rows``), and the program is the same.
+
+Group losses (ranking) run split only over several processes, with one device each
+(``row_devices``): every process's queries index its own rows, so each device's
+groups are local and the loss needs nothing from the others.
 """
 
 import functools
@@ -25,12 +29,25 @@ from jaxgbt.engine.chunk import train_chunk
 from jaxgbt.engine.padding import real_rows
 
 
+def row_devices(grouped: bool) -> list:
+    """The devices of every process that ``fit(distributed=True)`` splits rows over:
+    all of them, or for a loss over groups of rows the first of each process (a ranking
+    loss's queries stay whole on one device; Cox's one group of all rows then trains on
+    one device when there is one process, and is refused over several by
+    ``spec.check_mesh``)."""
+    if not grouped:
+        return jax.devices()
+    return [next(d for d in jax.devices() if d.process_index == p)
+            for p in range(jax.process_count())]
+
+
 def _row_specs(config: BoostConfig, data: TrainData) -> TrainData:
     """How each array of ``data`` is split: the bins u8[F, N] by column, the labels and
-    weights by row. Group losses are not split (``fit`` keeps them on one device)."""
+    weights by row, a group loss's queries i32[Q, M] by query (each device's local)."""
     rows = P(config.axis_name)
+    groups = None if data.group_index is None else rows
     return TrainData(bins=P(None, config.axis_name), y=jax.tree.map(lambda _: rows, data.y),
-                     weight=rows, group_index=None, group_mask=None)
+                     weight=rows, group_index=groups, group_mask=groups)
 
 
 def sharded_chunk(config: BoostConfig, mesh: Mesh, params: BoostParams, data: TrainData,
@@ -105,7 +122,25 @@ def _shard_process_rows(data: TrainData, raw: jax.Array, mesh: Mesh, config: Boo
     data = data._replace(bins=place(data.bins, P(None, config.axis_name), row_axis=1),
                          y=jax.tree.map(lambda a: place(a, rows), data.y),
                          weight=place(data.weight, rows))
+    if data.group_index is not None:
+        index, mask = _padded_queries(data.group_index, data.group_mask)
+        n_queries = index.shape[0] * jax.process_count()
+        place_queries = functools.partial(
+            jax.make_array_from_process_local_data, NamedSharding(mesh, rows))
+        data = data._replace(group_index=place_queries(index, (n_queries, index.shape[1])),
+                             group_mask=place_queries(mask, (n_queries, index.shape[1])))
     return data, place(raw, rows)
+
+
+def _padded_queries(index: jax.Array, mask: jax.Array) -> tuple[np.ndarray, np.ndarray]:
+    """This process's queries (i32[Q_p, M_p] rows of each, bool[Q_p, M_p] which are
+    rows) padded to the largest Q and M of all processes, so that every device holds the
+    same shape; padding entries point at row 0 and are masked out, as in a short query.
+    Each process has one device (``row_devices``), so its rows are its device's rows."""
+    index, mask = np.asarray(index), np.asarray(mask)
+    largest = gather_rows([np.asarray([index.shape], np.int64)])[0].max(axis=0)
+    padding = ((0, int(largest[0]) - index.shape[0]), (0, int(largest[1]) - index.shape[1]))
+    return np.pad(index, padding), np.pad(mask, padding)
 
 
 def process_rows(margins: jax.Array, n_rows: int) -> jax.Array:
