@@ -79,8 +79,10 @@ _PER_FIT = {"loss", "X", "y", "sample_weight", "group", "eval_set", "eval_metric
             "early_stopping_rounds", "callbacks", "categorical_features", "init_model",
             "base_margin", "eval_base_margin"}
 # Left out on purpose: the classifier sets n_outputs from the classes and the regressor
-# from y's shape; checkpoints and names belong to long fits with jaxgbt.fit itself.
-_NOT_EXPOSED = {"n_outputs", "checkpoint_path", "checkpoint_every", "feature_names"}
+# from y's shape; checkpoints, names and training across processes (each process passing
+# its own rows) belong to long fits with jaxgbt.fit itself.
+_NOT_EXPOSED = {"n_outputs", "checkpoint_path", "checkpoint_every", "feature_names",
+                "distributed"}
 
 
 def test_constructor_mirrors_fit_with_its_defaults():
