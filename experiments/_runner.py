@@ -1,5 +1,6 @@
 """What every experiment script does around its measurement: read its config, make its
-output folder, time calls, print tables and write results.json.
+output folder, time calls (in a fresh process where peaks or compiles must be its own),
+print tables and write results.json.
 
 A script reads ``configs/<name>.toml`` with ``load_config(name, doc=__doc__)``; on the
 command line ``--config PATH`` picks another file, ``--quick`` applies the file's
@@ -13,6 +14,7 @@ that a small run needs no edited copy of the file (the reading and the overrides
 import argparse
 import json
 import math
+import multiprocessing
 import time
 from collections.abc import Callable, Mapping, Sequence
 from numbers import Number
@@ -92,6 +94,22 @@ def timed(fn: Callable, *args, **kwargs) -> tuple[Any, float]:
     start = time.perf_counter()
     result = fn(*args, **kwargs)
     return result, time.perf_counter() - start
+
+
+def in_fresh_process(target: Callable, *args):
+    """``target(*args)`` run in a new (spawned) Python process, so that its peak memory and
+    compiled programs are its own; returns what it returns (a picklable value)."""
+    context = multiprocessing.get_context("spawn")
+    results = context.Queue()
+    process = context.Process(target=_put_result, args=(results, target, args))
+    process.start()
+    result = results.get()
+    process.join()
+    return result
+
+
+def _put_result(results, target: Callable, args: tuple) -> None:
+    results.put(target(*args))
 
 
 def format_table(rows: Sequence[dict], columns: Sequence[Column], *,

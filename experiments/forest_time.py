@@ -17,18 +17,23 @@ import os
 # processes, which inherit the environment: a cached program would hide its compile.
 os.environ["JAXGBT_COMPILATION_CACHE"] = "0"
 
-import multiprocessing  # noqa: E402
 import time  # noqa: E402
 
 import numpy as np  # noqa: E402
-from _runner import load_config, output_dir, print_table, write_json  # noqa: E402
+from _runner import (  # noqa: E402
+    in_fresh_process,
+    load_config,
+    output_dir,
+    print_table,
+    write_json,
+)
 
 COLUMNS = [("model", "model", ""), ("task", "task", ""), ("policy", "policy", ""),
            ("F", "features", "d"), ("cold s", "cold", ".2f"), ("warm s", "warm", ".2f"),
            ("warm ms/tree", "per_tree_ms", ".1f")]
 
 
-def measure(model: str, task: str, policy: str, n_features: int, cfg: dict, results) -> None:
+def measure(model: str, task: str, policy: str, n_features: int, cfg: dict) -> dict:
     import jax
 
     import jaxgbt
@@ -57,24 +62,18 @@ def measure(model: str, task: str, policy: str, n_features: int, cfg: dict, resu
         start = time.perf_counter()
         jax.block_until_ready(fit(seed).leaf_value)
         seconds.append(time.perf_counter() - start)
-    results.put(dict(model=model, task=task, policy=policy, features=n_features,
-                     cold=seconds[0], warm=seconds[1],
-                     per_tree_ms=1000 * seconds[1] / cfg["n_trees"]))
+    return dict(model=model, task=task, policy=policy, features=n_features,
+                cold=seconds[0], warm=seconds[1], per_tree_ms=1000 * seconds[1] / cfg["n_trees"])
 
 
 def main(cfg: dict) -> list[dict]:
-    context = multiprocessing.get_context("spawn")  # a fresh process per case
     rows = []
     for task in cfg["tasks"]:
         for policy in cfg["grow_policies"]:
             for n_features in cfg["features"]:
                 for model in ("forest", "boosted"):
-                    results = context.Queue()
-                    process = context.Process(target=measure, args=(
-                        model, task, policy, n_features, cfg, results))
-                    process.start()
-                    rows.append(results.get())
-                    process.join()
+                    rows.append(in_fresh_process(measure, model, task, policy, n_features,
+                                                 cfg))
     print_table(rows, COLUMNS)
     return rows
 

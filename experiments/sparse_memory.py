@@ -10,13 +10,12 @@ after it. Prints a markdown table (docs/benchmarks.md) and writes results.json. 
 jaxgbt API only.
 """
 
-import multiprocessing
 import resource
 import sys
 import time
 
 import numpy as np
-from _runner import load_config, output_dir, print_table, write_json
+from _runner import in_fresh_process, load_config, output_dir, print_table, write_json
 
 COLUMNS = [("X", "input", ""), ("rows", "rows", ",d"), ("features", "features", ",d"),
            ("input MB", "input_mb", ",.0f"), ("peak before fit MB", "before_mb", ",.0f"),
@@ -46,8 +45,8 @@ def one_hot(rows: int, columns: int, levels: int, seed: int = 0):
     return X, y
 
 
-def measure(input_kind: str, cfg: dict, results) -> None:
-    """One fit in this (fresh) process; its numbers put on ``results``."""
+def measure(input_kind: str, cfg: dict) -> dict:
+    """One fit in this (fresh) process, and its numbers."""
     import jaxgbt
 
     X, y = one_hot(cfg["rows"], cfg["categorical_columns"], cfg["levels"])
@@ -62,20 +61,14 @@ def measure(input_kind: str, cfg: dict, results) -> None:
     model.leaf_value.block_until_ready()
     seconds = time.perf_counter() - start
     after = _peak_mb()
-    results.put(dict(input=input_kind, rows=X.shape[0], features=X.shape[1],
-                     input_mb=input_bytes / 2**20, before_mb=before, after_mb=after,
-                     added_mb=after - before, seconds=seconds))
+    return dict(input=input_kind, rows=X.shape[0], features=X.shape[1],
+                input_mb=input_bytes / 2**20, before_mb=before, after_mb=after,
+                added_mb=after - before, seconds=seconds)
 
 
 def main(cfg: dict) -> list[dict]:
-    context = multiprocessing.get_context("spawn")  # a fresh process: its own peak
-    rows = []
-    for input_kind in cfg["inputs"]:
-        results = context.Queue()
-        process = context.Process(target=measure, args=(input_kind, cfg, results))
-        process.start()
-        rows.append(results.get())
-        process.join()
+    # Each fit in a fresh process: its own peak memory.
+    rows = [in_fresh_process(measure, input_kind, cfg) for input_kind in cfg["inputs"]]
     print_table(rows, COLUMNS)
     return rows
 
