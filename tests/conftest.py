@@ -11,6 +11,7 @@ import jax  # noqa: E402
 jax.config.update("jax_num_cpu_devices", 2)
 jax.config.update("jax_numpy_rank_promotion", "raise")
 
+import functools  # noqa: E402
 import os  # noqa: E402
 from pathlib import Path  # noqa: E402
 
@@ -90,6 +91,23 @@ def wavy_data():
     y = (X[:, 0] + 0.8 * np.sin(4 * X[:, 0]) - X[:, 1] + 0.8 * np.sin(4 * X[:, 1])
          + X[:, 2] * X[:, 3] + 0.1 * rng.normal(size=600)).astype(np.float32)
     return X, y
+
+
+@functools.cache
+def small_adult_model():
+    """A logistic model of adult's first 400 training rows with both categorical
+    encodings (one-hot and target statistics: one_hot_max_size=4), 6 trees of depth 3,
+    and the first 300 test rows without their label (a pandas DataFrame: read it, do not
+    change it). Cached: the serving tests (ONNX, the JSON dump) read the same model."""
+    import jaxgbt
+    from jaxgbt.datasets import load_adult
+
+    train, test = load_adult()
+    y = (train.pop("income") == ">50K").to_numpy(np.float32)
+    model = jaxgbt.fit("logistic", train[:400], y[:400],
+                       categorical_features=list(train.select_dtypes(exclude="number")),
+                       one_hot_max_size=4, n_trees=6, depth=3, n_bins=32)
+    return model, test.drop(columns="income")[:300]
 
 
 # Real datasets that are not bundled in jaxgbt/_data (GPL and LGPL R datasets: the package

@@ -4,6 +4,7 @@ import json
 
 import numpy as np
 import pytest
+from conftest import small_adult_model
 
 import jaxgbt
 from jaxgbt import datasets
@@ -76,17 +77,12 @@ def test_reader_matches_predict_raw_with_missing_values(grow_policy):
 
 
 def test_adult_categorical_and_file(tmp_path):
-    train, test = datasets.load_adult()
-    y = (train.pop("income") == ">50K").to_numpy(np.float32)
-    test = test.drop(columns="income")[:N_TEST]
-    model = jaxgbt.fit("logistic", train[:N_TRAIN], y[:N_TRAIN],
-                       categorical_features=list(train.select_dtypes(exclude="number")),
-                       one_hot_max_size=4, **FIT)  # both encodings
+    model, test = small_adult_model()
     model.dump(tmp_path / "adult.json")
     record = json.loads((tmp_path / "adult.json").read_text())
     assert record == through_json(jaxgbt.dump(model))
     assert {c["encoding"] for c in record["categorical"]} == {"one_hot", "target_statistic"}
-    assert record["feature_names"] == list(train.columns)
+    assert record["feature_names"] == list(test.columns)
     codes = model.read_rows(test)
     np.testing.assert_allclose(margins(record, codes), model.predict_raw(test),
                                rtol=1e-6, atol=2e-6)

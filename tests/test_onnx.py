@@ -7,7 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import shared_data
+from conftest import shared_data, small_adult_model
 
 import jaxgbt
 from jaxgbt import datasets, objectives
@@ -81,12 +81,7 @@ def test_forest_of_depthwise_trees():
 
 
 def test_adult_categorical_columns_one_hot_and_target_statistics():
-    train, test = datasets.load_adult()
-    y = (train.pop("income") == ">50K").to_numpy(np.float32)
-    test = test.drop(columns="income")[:N_TEST]
-    model = jaxgbt.fit("logistic", train[:N_TRAIN], y[:N_TRAIN],
-                       categorical_features=list(train.select_dtypes(exclude="number")),
-                       one_hot_max_size=4, **FIT)  # both encodings
+    model, test = small_adult_model()
     kinds = {column.kind for column in model.encoder.columns}
     assert kinds == {"numeric", "one_hot", "target"}
     codes = model.read_rows(test)
