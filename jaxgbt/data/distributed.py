@@ -32,7 +32,8 @@ from jax.experimental import multihost_utils
 from jaxgbt.core.dtypes import FLOAT_DTYPE
 from jaxgbt.data import categorical
 from jaxgbt.data import validation as check
-from jaxgbt.data.binning import bins_needed, cut_points_of_distinct, trimmed
+from jaxgbt.data.binning import bins_needed, trimmed
+from jaxgbt.data.chunks import Summary, cut_points, summarise
 from jaxgbt.data.dataset import Dataset, read_eval_set
 
 
@@ -122,12 +123,7 @@ def _column_summaries(X: np.ndarray, weight: np.ndarray | None, max_points: int)
     """
     parts = []
     for f in range(X.shape[1]):
-        column = X[:, f]
-        present = ~np.isnan(column)
-        unique, inverse = np.unique(column[present], return_inverse=True)
-        count = np.bincount(inverse, minlength=unique.size).astype(np.float64)
-        mass = count if weight is None else np.bincount(
-            inverse, weights=weight[present], minlength=unique.size)
+        unique, mass, count = summarise(X[:, f], weight)  # the chunked reader's, exact
         if unique.size > max_points:
             unique, mass, count = _sketched(unique, mass, count, max_points)
         parts.append((np.full(unique.size, f, np.int32), unique.astype(FLOAT_DTYPE),
@@ -175,10 +171,9 @@ def thresholds_of_summaries(summaries, n_features: int, n_bins: int) -> np.ndarr
     for f in range(n_features):
         mine = feature == f
         unique, inverse = np.unique(value[mine], return_inverse=True)
-        merged_mass = np.bincount(inverse, weights=mass[mine], minlength=unique.size)
-        if unique.size > n_bins - 1 and np.cumsum(merged_mass)[-1] <= 0:
-            merged_mass = np.bincount(inverse, weights=count[mine], minlength=unique.size)
-        cuts = cut_points_of_distinct(unique, merged_mass, n_bins - 1)
+        merged = Summary(unique, *(np.bincount(inverse, weights=w[mine], minlength=unique.size)
+                                   for w in (mass, count)))
+        cuts = cut_points(merged, n_bins - 1)  # with the chunked reader's fall back to counts
         thresholds[f, :cuts.size] = cuts
     return thresholds
 
