@@ -97,6 +97,7 @@ def test_histogram_over_row_blocks_matches_reference(monkeypatch, features_in_st
     import jaxgbt.core.histogram as histogram
 
     monkeypatch.setattr(histogram, "CPU_ROWS_PER_BLOCK", 64)
+    monkeypatch.setattr(histogram, "ONE_SCATTER_MAX_ROWS", 0)
     monkeypatch.setattr(jax, "default_backend", lambda: "cpu")
     if features_in_steps:
         monkeypatch.setattr(histogram, "STEP_ID_BYTES", 0)
@@ -113,3 +114,19 @@ def test_histogram_over_row_blocks_matches_reference(monkeypatch, features_in_st
         expected = reference.histogram(bins[:, :n_rows], node[:n_rows], gh[:n_rows], N_NODES,
                                        N_BINS)
         assert_allclose(np.asarray(hist), expected, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("n_rows", [300, 299])
+def test_one_scatter_equals_a_scatter_per_feature_bit_for_bit(monkeypatch, n_rows):
+    # Few rows go through one segment_sum over (feature, node, bin); more rows through
+    # one per feature. Both add each segment's rows in row order: the same bits.
+    import jaxgbt.core.histogram as histogram
+
+    bins, node, gh = _inputs(n_outputs=3)
+    args = (jnp.asarray(bins[:, :n_rows]), jnp.asarray(node[:n_rows]),
+            jnp.asarray(gh[:n_rows], jnp.float32))
+    one = jax.jit(lambda b, n, g: histogram.build_histogram(b, n, g, N_NODES, N_BINS))(*args)
+    monkeypatch.setattr(histogram, "ONE_SCATTER_MAX_ROWS", 0)
+    per_feature = jax.jit(
+        lambda b, n, g: histogram.build_histogram(b, n, g, N_NODES, N_BINS))(*args)
+    assert_array_equal(np.asarray(one), np.asarray(per_feature))

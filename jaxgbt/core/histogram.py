@@ -44,6 +44,27 @@ def rows_per_block(n_rows: int) -> int:
     return block + block % 2
 
 
+# Up to this many rows, every feature's sums are one segment_sum over (feature, node,
+# bin) segments: the per-feature scatters' fixed costs outweighed their running side by
+# side on the CPU's cores, and the one scatter compiles in a fraction of the time of F
+# unrolled ones (docs/benchmarks.md, "Wide data"). The sums are the same, in the same
+# row order.
+ONE_SCATTER_MAX_ROWS = 4096
+
+
+def _one_scatter(bins: jax.Array, node: jax.Array, gh: jax.Array, n_nodes: int,
+                 n_bins: int) -> jax.Array:
+    """f32[F, n_nodes * B, C]: every feature's sums as one segment_sum (few rows)."""
+    n_features, n_rows = bins.shape
+    n_segments = n_nodes * n_bins
+    segment = ((jnp.arange(n_features, dtype=jnp.int32) * n_segments)[:, None]
+               + (node * n_bins)[None, :] + bins.astype(jnp.int32))
+    data = jnp.broadcast_to(gh[None], (n_features, n_rows, gh.shape[1]))
+    sums = jax.ops.segment_sum(data.reshape(-1, gh.shape[1]), segment.reshape(-1),
+                               num_segments=n_features * n_segments)
+    return sums.reshape(n_features, n_segments, gh.shape[1])
+
+
 def _add_block(hist: jax.Array, bins: jax.Array, first_row, node_offset: jax.Array,
                gh: jax.Array) -> jax.Array:
     """``hist`` plus the sums of g and h of one block of rows, per feature and segment.
@@ -107,8 +128,9 @@ def build_histogram(bins: jax.Array, node: jax.Array, gh: jax.Array, n_nodes: in
     Returns:
       f32[F, n_nodes, B, C].
 
-    The rows are summed in blocks (``rows_per_block``), each added to the running sums
-    in place. Under ``jax.vmap`` over models on CPU this is not batched: the boosting
+    Up to ``ONE_SCATTER_MAX_ROWS`` rows, one segment_sum over every feature. Beyond, the
+    rows are summed in blocks (``rows_per_block``), each added to the running sums in
+    place. Under ``jax.vmap`` over models on CPU this is not batched: the boosting
     round around it runs one model after another (``engine.batching.one_model_at_a_time``).
 
     Sums over an odd number of rows were slower per row than over an even one on
@@ -117,6 +139,9 @@ def build_histogram(bins: jax.Array, node: jax.Array, gh: jax.Array, n_nodes: in
     """
     n_features, n_rows = bins.shape
     n_columns = gh.shape[1]
+    if n_rows <= ONE_SCATTER_MAX_ROWS:
+        return _one_scatter(bins, node, gh, n_nodes, n_bins).reshape(
+            n_features, n_nodes, n_bins, n_columns)
     empty = jnp.zeros((n_features, n_nodes * n_bins, n_columns), gh.dtype)
     block = rows_per_block(n_rows)
     if block == n_rows and n_rows % 2 == 1 and n_rows > 1:

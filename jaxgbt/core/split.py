@@ -38,6 +38,18 @@ class SplitParams(NamedTuple):
     min_child_weight: jax.Array
 
 
+class Best(NamedTuple):
+    """The best candidate of a search over some features (per node for depthwise trees).
+
+    ``index`` counts candidates over every feature in (feature, bin, missing) order:
+    ``(feature * (B - 1) + bin) * 2 + missing_right``.
+    """
+
+    gain: jax.Array  # f32[] or f32[n]
+    index: jax.Array  # i32[] or i32[n]
+    extra: tuple  # arrays of the same leading shape, kept with the winner
+
+
 class LevelSplit(NamedTuple):
     """One level of an oblivious tree, in bin space."""
 
@@ -55,22 +67,6 @@ def soft_threshold(G: jax.Array, l1: jax.Array) -> jax.Array:
 def leaf_weight(G: jax.Array, H: jax.Array, params: SplitParams) -> jax.Array:
     """Newton leaf value -T(G) / (H + l2), elementwise; finite for any H >= 0."""
     return -soft_threshold(G, params.l1) / jnp.maximum(H + params.l2, MIN_DENOMINATOR)
-
-
-def _score(G: jax.Array, H: jax.Array, params: SplitParams) -> jax.Array:
-    """T(G)^2 / (H + l2), summed over the last (output) axis."""
-    T = soft_threshold(G, params.l1)
-    return _sum_outputs(T * T / jnp.maximum(H + params.l2, MIN_DENOMINATOR))
-
-
-def _sum_outputs(x: jax.Array) -> jax.Array:
-    """x summed over its last (output) axis of K, as K - 1 elementwise additions: a
-    reduction over a last axis of a few entries made XLA:CPU's loops several times
-    slower (docs/benchmarks.md)."""
-    total = x[..., 0]
-    for k in range(1, x.shape[-1]):
-        total = total + x[..., k]
-    return total
 
 
 # Block length of ``prefix_sums``: a bin axis of up to 256 is 16 blocks of 16.
@@ -100,21 +96,62 @@ def prefix_sums(x: jax.Array, axis: int) -> jax.Array:
     return jnp.moveaxis(sums, -1, axis)
 
 
-def _children(hist: jax.Array):
-    """(left, right, total) sums of every candidate split of every node.
+def _by_output(hist: jax.Array) -> jax.Array:
+    """f32[2K, F, n, B]: ``hist`` f32[F, n, B, 2K] with its g/h axis first.
 
-    Args:
-      hist: f32[F, n, B, 2K]; the last bin holds missing values.
-
-    Returns:
-      left, right: f32[F, n, B - 1, 2, 2K] for "bin <= b goes left" with missing values
-      sent left (index 0 of axis 3) or right (index 1); total: f32[F, n, 1, 1, 2K].
+    The split search runs along the bin axis; with the 2K sums of a bin side by side
+    last, XLA:CPU's elementwise loops ran over a last axis of two entries and vectorised
+    poorly; with the bins last they run over contiguous bins (docs/benchmarks.md).
     """
-    values, missing = hist[:, :, :-1], hist[:, :, -1:]
-    left_without_missing = prefix_sums(values, axis=2)  # [F, n, B-1, 2K]
-    total = left_without_missing[:, :, -1:] + missing  # [F, n, 1, 2K]
-    left = jnp.stack([left_without_missing + missing, left_without_missing], axis=-2)
-    return left, total[..., None, :] - left, total[..., None, :]
+    return jnp.moveaxis(hist, -1, 0)
+
+
+def _sum_first(x: jax.Array) -> jax.Array:
+    """x summed over its first (output) axis of K, as K - 1 elementwise additions in
+    output order: a reduction over an axis of a few entries made XLA:CPU's loops
+    several times slower (docs/benchmarks.md)."""
+    total = x[0]
+    for k in range(1, x.shape[0]):
+        total = total + x[k]
+    return total
+
+
+def _score_by_output(sums: jax.Array, params: SplitParams) -> jax.Array:
+    """T(G)^2 / (H + l2) summed over outputs, for sums f32[2K, ...] (G then H first)."""
+    n_outputs = sums.shape[0] // 2
+    G, H = sums[:n_outputs], sums[n_outputs:]
+    T = soft_threshold(G, params.l1)
+    return _sum_first(T * T / jnp.maximum(H + params.l2, MIN_DENOMINATOR))
+
+
+def _node_gains_by_direction(hist: jax.Array, params: SplitParams, bounds=None,
+                             monotone: jax.Array | None = None
+                             ) -> tuple[jax.Array, jax.Array]:
+    """``node_gains`` as two f32[F, n, B - 1] arrays: missing values sent left, then
+    right. Each is computed with the bins on the last axis (``_by_output``)."""
+    by_output = _by_output(hist)  # [2K, F, n, B]
+    n_outputs = by_output.shape[0] // 2
+    below = prefix_sums(by_output[..., :-1], axis=-1)  # [2K, F, n, B-1]
+    missing = by_output[..., -1:]
+    total = below[..., -1:] + missing  # [2K, F, n, 1]
+    parent = _score_by_output(total, params)
+    gains = []
+    for left in (below + missing, below):
+        right = total - left
+        gain = _score_by_output(left, params) + _score_by_output(right, params) - parent
+        allowed = ((_sum_first(left[n_outputs:]) >= params.min_child_weight)
+                   & (_sum_first(right[n_outputs:]) >= params.min_child_weight))
+        if monotone is not None:
+            lower, upper = (b.T[:, None, :, None] for b in bounds)  # [K, 1, n, 1]
+            w_left = jnp.clip(leaf_weight(left[:n_outputs], left[n_outputs:], params),
+                              lower, upper)
+            w_right = jnp.clip(leaf_weight(right[:n_outputs], right[n_outputs:], params),
+                               lower, upper)
+            direction = monotone[None, :, None, None]
+            ordered = jnp.all((direction == 0) | (direction * (w_right - w_left) >= 0), axis=0)
+            allowed = allowed & ordered
+        gains.append(jnp.where(allowed, gain, 0.0))
+    return gains[0], gains[1]
 
 
 def node_gains(hist: jax.Array, params: SplitParams, bounds=None,
@@ -134,30 +171,14 @@ def node_gains(hist: jax.Array, params: SplitParams, bounds=None,
       left (index 0 of the last axis) or right (index 1); 0 where a child would hold
       less Hessian than ``min_child_weight`` (or the order is wrong).
     """
-    n_outputs = hist.shape[-1] // 2
-    left, right, total = _children(hist)
-
-    def parts(sums):
-        return sums[..., :n_outputs], sums[..., n_outputs:]
-
-    (GL, HL), (GR, HR), (G, H) = parts(left), parts(right), parts(total)
-    gain = _score(GL, HL, params) + _score(GR, HR, params) - _score(G, H, params)
-    allowed = ((_sum_outputs(HL) >= params.min_child_weight)
-               & (_sum_outputs(HR) >= params.min_child_weight))
-    if monotone is not None:
-        lower, upper = (b[None, :, None, None, :] for b in bounds)  # [1, n, 1, 1, K]
-        w_left = jnp.clip(leaf_weight(GL, HL, params), lower, upper)
-        w_right = jnp.clip(leaf_weight(GR, HR, params), lower, upper)
-        direction = monotone[:, None, None, None, None]
-        ordered = jnp.all((direction == 0) | (direction * (w_right - w_left) >= 0), axis=-1)
-        allowed = allowed & ordered
-    return jnp.where(allowed, gain, 0.0)
+    return jnp.stack(_node_gains_by_direction(hist, params, bounds, monotone), axis=-1)
 
 
 def level_gains(hist: jax.Array, params: SplitParams) -> jax.Array:
     """Gain of every candidate split of one oblivious level: ``node_gains`` summed over
     the level's nodes, f32[F, B - 1, 2]."""
-    return jnp.sum(node_gains(hist, params), axis=1)
+    return jnp.stack([jnp.sum(gains, axis=1) for gains in _node_gains_by_direction(hist, params)],
+                     axis=-1)
 
 
 def best_level_split(hist: jax.Array, params: SplitParams,
@@ -171,26 +192,81 @@ def best_level_split(hist: jax.Array, params: SplitParams,
     0, the last value bin, missing left), which sends every row left. A gain equal to
     ``min_split_gain`` does not split.
     """
-    gains = level_gains(hist, params)
+    n_features = hist.shape[0]
+    best = best_level_candidate(hist, jnp.arange(n_features, dtype=jnp.int32),
+                                jnp.ones(n_features, bool), params, allowed)
+    return split_of(best, hist.shape[2] - 1, params)
+
+
+def best_level_candidate(hist: jax.Array, features: jax.Array, counted: jax.Array,
+                         params: SplitParams, allowed: jax.Array | None) -> Best:
+    """The oblivious level's best candidate among some features.
+
+    Args:
+      hist: f32[b, n, B, 2K], the histograms of features ``features`` i32[b].
+      counted: bool[b], False for a feature that must not win (searched elsewhere).
+      allowed: bool[F] over every feature, or None.
+
+    Returns:
+      Best of f32[] and i32[], no extras.
+    """
+    gains = level_gains(hist, params)  # [b, B-1, 2]
     if allowed is not None:
-        gains = jnp.where(allowed[:, None, None], gains, -jnp.inf)
-    return _argmax_split(gains.reshape(-1), gains.shape[1], params)
+        counted = counted & allowed[features]
+    gains = jnp.where(counted[:, None, None], gains, -jnp.inf).reshape(-1)
+    local = jnp.argmax(gains)
+    return Best(gains[local], _global_index(local, features, hist.shape[2] - 1), ())
 
 
-def _argmax_split(flat_gains: jax.Array, n_value_bins: int, params: SplitParams) -> LevelSplit:
-    """The split of largest gain in ``flat_gains`` f32[..., F * (B - 1) * 2] (the
-    candidates of one level or node, in (feature, bin, missing) order), or the
-    pass-through split when it does not beat ``min_split_gain``."""
-    best = jnp.argmax(flat_gains, axis=-1)
-    gain = jnp.take_along_axis(flat_gains, best[..., None], axis=-1)[..., 0]
-    feature, rest = jnp.divmod(best, n_value_bins * 2)
+def best_node_candidates(hist: jax.Array, features: jax.Array, counted: jax.Array,
+                         params: SplitParams, allowed: jax.Array, bounds=None,
+                         monotone: jax.Array | None = None) -> Best:
+    """Each node's best candidate among some features, for depthwise trees.
+
+    Args:
+      hist: f32[b, n, B, 2K], the histograms of features ``features`` i32[b].
+      counted: bool[b], False for a feature that must not win (searched elsewhere).
+      allowed: bool[n, F] over every feature, the features each node may split on.
+      bounds, monotone: as in ``node_gains`` (monotone i32[F] over every feature).
+
+    Returns:
+      Best of f32[n] and i32[n]; with ``bounds``, the extras are the g and h sums
+      f32[n, 2K] of each node's left and right child under its candidate.
+    """
+    gains = node_gains(hist, params, bounds,
+                       None if monotone is None else monotone[features])  # [b, n, B-1, 2]
+    usable = allowed[:, features].T & counted[:, None]  # [b, n]
+    gains = jnp.where(usable[:, :, None, None], gains, -jnp.inf)
+    n_nodes, n_value_bins = gains.shape[1], gains.shape[2]
+    local = jnp.argmax(jnp.moveaxis(gains, 1, 0).reshape(n_nodes, -1), axis=-1)
+    gain = jnp.take_along_axis(jnp.moveaxis(gains, 1, 0).reshape(n_nodes, -1),
+                               local[:, None], axis=-1)[:, 0]
+    extra = ()
+    if bounds is not None:
+        local_feature, rest = jnp.divmod(local, n_value_bins * 2)
+        split_bin, missing_right = jnp.divmod(rest, 2)
+        extra = chosen_children(hist, LevelSplit(local_feature, split_bin,
+                                                 missing_right == 0, gain))
+    return Best(gain, _global_index(local, features, n_value_bins), extra)
+
+
+def _global_index(local: jax.Array, features: jax.Array, n_value_bins: int) -> jax.Array:
+    """i32: a candidate index among a block's features as one among every feature."""
+    local_feature, rest = jnp.divmod(local, n_value_bins * 2)
+    return (features[local_feature] * (n_value_bins * 2) + rest).astype(jnp.int32)
+
+
+def split_of(best: Best, n_value_bins: int, params: SplitParams) -> LevelSplit:
+    """The split of a search's best candidate, or the pass-through split (feature 0,
+    the last value bin, missing left) where it does not beat ``min_split_gain``."""
+    feature, rest = jnp.divmod(best.index, n_value_bins * 2)
     split_bin, missing_right = jnp.divmod(rest, 2)
-    do_split = gain > jnp.maximum(params.min_split_gain, 0.0)
+    do_split = best.gain > jnp.maximum(params.min_split_gain, 0.0)
     return LevelSplit(
         feature=jnp.where(do_split, feature, 0).astype(jnp.int32),
         split_bin=jnp.where(do_split, split_bin, n_value_bins - 1).astype(jnp.int32),
         default_left=jnp.where(do_split, missing_right == 0, True),
-        gain=jnp.where(do_split, gain, 0.0),
+        gain=jnp.where(do_split, best.gain, 0.0),
     )
 
 
@@ -207,10 +283,10 @@ def best_node_splits(hist: jax.Array, params: SplitParams, allowed: jax.Array,
       A LevelSplit of arrays of shape [n]. Ties and the pass-through split of a node
       that does not split are as in ``best_level_split``.
     """
-    gains = node_gains(hist, params, bounds, monotone)  # [F, n, B-1, 2]
-    gains = jnp.where(allowed.T[:, :, None, None], gains, -jnp.inf)
-    n_nodes, n_value_bins = gains.shape[1], gains.shape[2]
-    return _argmax_split(jnp.moveaxis(gains, 1, 0).reshape(n_nodes, -1), n_value_bins, params)
+    n_features = hist.shape[0]
+    best = best_node_candidates(hist, jnp.arange(n_features, dtype=jnp.int32),
+                                jnp.ones(n_features, bool), params, allowed, bounds, monotone)
+    return split_of(best, hist.shape[2] - 1, params)
 
 
 def chosen_children(hist: jax.Array, split: LevelSplit) -> tuple[jax.Array, jax.Array]:

@@ -26,14 +26,14 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxgbt.core.constraints import allowed_after, enforce_monotone, split_bounds
-from jaxgbt.core.histogram import build_histogram
+from jaxgbt.core.search import search_level
 from jaxgbt.core.split import (
     LevelSplit,
     SplitParams,
-    best_level_split,
-    best_node_splits,
-    chosen_children,
+    best_level_candidate,
+    best_node_candidates,
     leaf_weight,
+    split_of,
 )
 
 
@@ -68,15 +68,21 @@ def goes_right(column: jax.Array, split_bin: jax.Array, default_left: jax.Array,
     return jnp.where(column == missing_bin, ~default_left, column > split_bin)
 
 
-def _search_first_nodes(n_nodes: int, hist: jax.Array, params: SplitParams, allowed):
-    return best_level_split(hist[:, :n_nodes], params, allowed)
+def _search_level_of(n_nodes: int, n_bins: int, axis_name, bins, node, gh,
+                     params: SplitParams, allowed) -> LevelSplit:
+    """The oblivious split of a level whose rows are in its first ``n_nodes`` nodes."""
+    best = search_level(bins, node, gh, n_nodes, n_bins,
+                        lambda hist, features, counted: best_level_candidate(
+                            hist, features, counted, params, allowed),
+                        axis_name)
+    return split_of(best, n_bins - 1, params)
 
 
 def search_sizes(depth: int) -> list[int]:
-    """Nodes each level's split search reads: the level's 2**d nodes, rounded up to a
-    quarter of the deepest level's, so that the search is compiled for at most three
-    sizes (each size is one branch of a ``lax.switch``, compiled separately); the
-    shallow levels, which would read fewer, are cheap either way."""
+    """Nodes each level's histogram and split search hold: the level's 2**d nodes,
+    rounded up to a quarter of the deepest level's, so that they are compiled for at
+    most three sizes (each size is one branch of a ``lax.switch``, compiled
+    separately); the shallow levels, which would hold fewer, are cheap either way."""
     n_nodes = 2 ** (depth - 1)
     return [max(2**d, n_nodes // 4) for d in range(depth)]
 
@@ -108,19 +114,17 @@ def grow_tree(bins: jax.Array, gh: jax.Array, params: SplitParams, depth: int, n
     Returns:
       The tree, and each row's leaf id i32[N].
 
-    The levels run in a ``lax.scan`` with histograms sized for the deepest level
-    (2**(D-1) nodes), so the histogram code is compiled once whatever the depth; nodes
-    not yet in use are empty.
+    The levels run in a ``lax.scan``. Level d has 2**d nodes in use: its histogram and
+    search hold only those, rounded up to one of three sizes (``search_sizes``: a
+    ``lax.switch``, each branch compiled for its size), which halves their cost summed
+    over a tree.
     """
     n_rows = bins.shape[1]
     n_outputs = gh.shape[1] // 2
-    n_nodes = 2 ** (depth - 1)
 
-    # Level d has 2**d nodes in use: its split search reads only those, rounded up to
-    # one of three sizes (a lax.switch, each branch with its own static slice), which
-    # halves the cost of the search summed over a tree.
     sizes = search_sizes(depth)
-    searches = [functools.partial(_search_first_nodes, size) for size in sorted(set(sizes))]
+    searches = [functools.partial(_search_level_of, size, n_bins, axis_name)
+                for size in sorted(set(sizes))]
     branch = jnp.asarray([sorted(set(sizes)).index(size) for size in sizes], jnp.int32)
 
     constrained = interaction_sets is not None or monotone is not None
@@ -130,8 +134,7 @@ def grow_tree(bins: jax.Array, gh: jax.Array, params: SplitParams, depth: int, n
         d, allowed = inputs
         if constrained:
             allowed = allowed & allowed_after(used, interaction_sets, monotone)
-        hist = _psum(build_histogram(bins, node, gh, n_nodes, n_bins), axis_name)
-        split = jax.lax.switch(branch[d], searches, hist, params, allowed)
+        split = jax.lax.switch(branch[d], searches, bins, node, gh, params, allowed)
         column = jax.lax.dynamic_index_in_dim(bins, split.feature, axis=0, keepdims=False)
         right = goes_right(column, split.split_bin, split.default_left, n_bins - 1)
         used = used.at[split.feature].set(used[split.feature] | (split.gain > 0))
@@ -152,20 +155,29 @@ def grow_tree(bins: jax.Array, gh: jax.Array, params: SplitParams, depth: int, n
     return tree, leaf
 
 
-def _search_node_splits(n_nodes: int, hist, params: SplitParams, allowed, bounds, monotone):
-    """The best split of each of the first n_nodes nodes (those in use at a level),
-    padded with pass-through splits to the whole node array."""
-    n_all, last_value_bin = hist.shape[1], hist.shape[2] - 2
-    split = best_node_splits(hist[:, :n_nodes], params, allowed[:n_nodes],
-                             None if bounds is None else tuple(b[:n_nodes] for b in bounds),
-                             monotone)
-    if n_nodes == n_all:
-        return split
+def _search_node_splits_of(n_nodes: int, n_all: int, n_bins: int, axis_name, bins, node, gh,
+                           params: SplitParams, allowed, bounds, monotone):
+    """The best split of each of the first ``n_nodes`` nodes (those in use at a level),
+    padded with pass-through splits to ``n_all`` nodes, and the g and h sums of each
+    node's children under it (f32[n_all, 2K] each, with ``bounds``; else None)."""
+    bounds = None if bounds is None else tuple(b[:n_nodes] for b in bounds)
+    best = search_level(bins, node, gh, n_nodes, n_bins,
+                        lambda hist, features, counted: best_node_candidates(
+                            hist, features, counted, params, allowed[:n_nodes], bounds,
+                            monotone),
+                        axis_name)
+    split = split_of(best, n_bins - 1, params)
     pad = n_all - n_nodes
+    children = None
+    if bounds is not None:
+        children = tuple(jnp.pad(sums, ((0, pad), (0, 0))) for sums in best.extra)
+    if pad == 0:
+        return split, children
+    last_value_bin = n_bins - 2
     return LevelSplit(feature=jnp.pad(split.feature, (0, pad)),
                       split_bin=jnp.pad(split.split_bin, (0, pad), constant_values=last_value_bin),
                       default_left=jnp.pad(split.default_left, (0, pad), constant_values=True),
-                      gain=jnp.pad(split.gain, (0, pad)))
+                      gain=jnp.pad(split.gain, (0, pad))), children
 
 
 def _heap_order(depth: int) -> np.ndarray:
@@ -197,7 +209,8 @@ def grow_depthwise_tree(bins: jax.Array, gh: jax.Array, params: SplitParams, dep
     n_outputs = gh.shape[1] // 2
     n_nodes = 2 ** (depth - 1)
     sizes = search_sizes(depth)
-    searches = [functools.partial(_search_node_splits, size) for size in sorted(set(sizes))]
+    searches = [functools.partial(_search_node_splits_of, size, n_nodes, n_bins, axis_name)
+                for size in sorted(set(sizes))]
     branch = jnp.asarray([sorted(set(sizes)).index(size) for size in sizes], jnp.int32)
     # Child c of the level below is side c % 2 of node c // 2.
     children = jnp.arange(2 * n_nodes)
@@ -210,10 +223,9 @@ def grow_depthwise_tree(bins: jax.Array, gh: jax.Array, params: SplitParams, dep
         if interaction_sets is not None:
             allowed = allowed & jax.vmap(
                 lambda u: allowed_after(u, interaction_sets, None))(used)
-        hist = _psum(build_histogram(bins, node, gh, n_nodes, n_bins), axis_name)
         level_bounds = None if bounds is None else (bounds[0][:n_nodes], bounds[1][:n_nodes])
-        split = jax.lax.switch(branch[d], searches, hist, params, allowed, level_bounds,
-                               monotone)
+        split, children_sums = jax.lax.switch(branch[d], searches, bins, node, gh, params,
+                                              allowed, level_bounds, monotone)
         column = jnp.take_along_axis(bins, split.feature[node][None], axis=0)[0]
         right = goes_right(column, split.split_bin[node], split.default_left[node], n_bins - 1)
         # Children inherit their parent's path features and bounds (entries past the
@@ -222,7 +234,7 @@ def grow_depthwise_tree(bins: jax.Array, gh: jax.Array, params: SplitParams, dep
         used = used | (jax.nn.one_hot(split.feature, n_features, dtype=bool)
                        & did_split[:, None])
         if bounds is not None:
-            left_sums, right_sums = chosen_children(hist, split)
+            left_sums, right_sums = children_sums
             left_bounds, right_bounds = split_bounds(
                 leaf_weight(left_sums[:, :n_outputs], left_sums[:, n_outputs:], params),
                 leaf_weight(right_sums[:, :n_outputs], right_sums[:, n_outputs:], params),

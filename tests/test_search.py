@@ -1,0 +1,79 @@
+"""jaxgbt.core.search: a level searched a block of features at a time finds the split of
+one search over every feature, bit for bit, ties included."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from numpy.testing import assert_array_equal
+
+import jaxgbt.core.search as search
+from jaxgbt.core.split import SplitParams
+from jaxgbt.core.tree import grow_depthwise_tree, grow_tree
+
+N_ROWS, N_BINS, DEPTH = 200, 16, 3
+
+
+def _problem(n_features: int, n_outputs: int = 1):
+    """bins u8[F, N] whose features 4 and 5 repeat features 1 and 2 (so that equal gains
+    fall in different blocks), a few rows in the missing bin, and gh f32[N, 2K]."""
+    rng = np.random.default_rng(0)
+    bins = rng.integers(0, N_BINS - 1, (n_features, N_ROWS)).astype(np.uint8)
+    bins[4], bins[5] = bins[1], bins[2]
+    bins[rng.random((n_features, N_ROWS)) < 0.05] = N_BINS - 1
+    signal = bins[1].astype(np.float64) - 0.5 * bins[2] + (bins[6] > 9)
+    g = (signal[:, None] - signal.mean() + rng.normal(size=(N_ROWS, n_outputs))) / 4
+    h = rng.uniform(0.5, 1.5, (N_ROWS, n_outputs))
+    return jnp.asarray(bins), jnp.asarray(np.concatenate([g, h], axis=1), jnp.float32)
+
+
+PARAMS = SplitParams(*(jnp.float32(v) for v in (1.0, 0.1, 0.0, 2.0)))
+
+
+def _trees(monkeypatch, block_bytes: int, grow, **kwargs):
+    monkeypatch.setattr(search, "SEARCH_BLOCK_BYTES", block_bytes)
+    # A new function each time: a jitted function would reuse the trace of another block
+    # size (it is read when tracing).
+    return jax.jit(lambda b, g: grow(b, g, PARAMS, DEPTH, N_BINS, **kwargs))(*_problem(8))
+
+
+# Block sizes: one feature per block; 3 features (8 = 3 + 3 + 2, the last block starting
+# a feature early); everything in one block.
+BLOCK_BYTES = [1, 3 * 4 * N_BINS * 2 * 4, 2**30]
+
+
+@pytest.mark.parametrize("grow", [grow_tree, grow_depthwise_tree], ids=["oblivious", "depthwise"])
+def test_blocks_of_features_find_the_same_tree(monkeypatch, grow):
+    level_allowed = jnp.asarray(np.random.default_rng(1).random((DEPTH, 8)) < 0.8)
+    trees = [_trees(monkeypatch, size, grow, level_allowed=level_allowed)[0]
+             for size in BLOCK_BYTES]
+    assert search.features_per_block(8, 4, N_BINS, 2, sharded=False) == 8
+    for tree in trees[:-1]:
+        for got, expected in zip(tree, trees[-1], strict=True):
+            assert_array_equal(np.asarray(got), np.asarray(expected))
+    assert np.any(np.asarray(trees[-1].gain) > 0)
+
+
+def test_ties_across_blocks_go_to_the_lowest_feature(monkeypatch):
+    # Features 1 and 4 are equal, and 2 and 5: with one feature per block, the block of
+    # the lower one must win.
+    tree = _trees(monkeypatch, 1, grow_tree)[0]
+    assert not np.any(np.isin(np.asarray(tree.feature), [4, 5]))
+    assert np.any(np.isin(np.asarray(tree.feature), [1, 2]))
+
+
+def test_monotone_depthwise_bounds_come_from_the_winning_block(monkeypatch):
+    monotone = jnp.asarray([0, 1, -1, 0, 0, 0, 1, 0], jnp.int32)
+    one, blocks = (_trees(monkeypatch, size, grow_depthwise_tree, monotone=monotone)
+                   for size in (2**30, 1))
+    for got, expected in zip(jax.tree.leaves(blocks), jax.tree.leaves(one), strict=True):
+        assert_array_equal(np.asarray(got), np.asarray(expected))
+
+
+def test_block_size_spreads_features_evenly():
+    per_feature = 32 * 256 * 2 * 4
+    assert search.features_per_block(28, 32, 256, 2, sharded=False) == 28
+    most = search.SEARCH_BLOCK_BYTES // per_feature
+    size = search.features_per_block(500, 32, 256, 2, sharded=False)
+    assert size <= most and -(-500 // size) == -(-500 // most)
+    assert search.features_per_block(500, 32, 256, 2, sharded=True) == 500
