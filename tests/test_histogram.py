@@ -100,9 +100,11 @@ def test_histogram_over_row_blocks_matches_reference(monkeypatch, features_in_st
     monkeypatch.setattr(histogram, "ONE_SCATTER_MAX_ROWS", 0)
     monkeypatch.setattr(jax, "default_backend", lambda: "cpu")
     if features_in_steps:
-        monkeypatch.setattr(histogram, "STEP_ID_BYTES", 0)
         monkeypatch.setattr(histogram.os, "cpu_count", lambda: 2)
-        assert histogram.features_per_step(N_FEATURES, 60) == 2
+        assert histogram.features_per_step(N_FEATURES) == 2
+    else:
+        monkeypatch.setattr(histogram.os, "cpu_count", lambda: 8)
+        assert histogram.features_per_step(N_FEATURES) == N_FEATURES
     bins, node, gh = _inputs(n_outputs=1)
     for n_rows in (300, 290, 257, 251):
         assert histogram.rows_per_block(n_rows) % 2 == 0

@@ -10,19 +10,18 @@ import jax.numpy as jnp
 # its thread pool. Each scatter's segment ids are an int32 array of N rows that XLA
 # materializes, and the scatters of one step may run at once, so their buffers cannot be
 # shared: one feature per core per step keeps those ids small in about the same time per
-# tree. Small data keeps every feature in one step (ids of at most STEP_ID_BYTES), where
-# the scan's steps cost more than they save (docs/benchmarks.md). Accelerators run one
-# scatter at a time whatever the step.
+# tree. It also keeps the program small: every scatter of a step is compiled on its own,
+# and with up to 32 of them in each of a tree's three level sizes, compilation took
+# seconds (docs/benchmarks.md, "Wide data"). Few rows go through one scatter instead
+# (ONE_SCATTER_MAX_ROWS). Accelerators run one scatter at a time whatever the step.
 MAX_FEATURES_PER_STEP = 32
-STEP_ID_BYTES = 2**23
 
 
-def features_per_step(n_features: int, n_rows: int) -> int:
+def features_per_step(n_features: int) -> int:
     """Features one step of the histogram's scan sums, for the default backend: all of
-    them (up to ``MAX_FEATURES_PER_STEP``) on accelerators and for small data on CPU,
-    else one per core."""
+    them (up to ``MAX_FEATURES_PER_STEP``) on accelerators, one per core on CPU."""
     all_features = min(n_features, MAX_FEATURES_PER_STEP)
-    if jax.default_backend() != "cpu" or 4 * n_rows * all_features <= STEP_ID_BYTES:
+    if jax.default_backend() != "cpu":
         return all_features
     return max(1, min(os.cpu_count() or 1, all_features))
 
@@ -95,7 +94,7 @@ def _add_block(hist: jax.Array, bins: jax.Array, first_row, node_offset: jax.Arr
             for column in columns
         ])
 
-    step = features_per_step(n_features, n_rows)
+    step = features_per_step(n_features)
     n_steps = -(-n_features // step)
     if n_steps == 1:
         return hist + sums(list(jax.lax.dynamic_slice_in_dim(bins, first_row, n_rows, axis=1)))
