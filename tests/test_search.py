@@ -77,3 +77,25 @@ def test_block_size_spreads_features_evenly():
     size = search.features_per_block(500, 32, 256, 2, sharded=False)
     assert size <= most and -(-500 // size) == -(-500 // most)
     assert search.features_per_block(500, 32, 256, 2, sharded=True) == 500
+
+
+@pytest.mark.parametrize("grow", [grow_tree, grow_depthwise_tree], ids=["oblivious", "depthwise"])
+def test_data_without_missing_values_search_one_direction_to_the_same_tree(monkeypatch, grow):
+    # Without missing values the search skips the missing-right candidates (equal to the
+    # missing-left ones); forcing both directions must give the same tree, bit for bit.
+    import jaxgbt.core.split as split
+
+    bins, gh = _problem(8)
+    bins = jnp.minimum(bins, N_BINS - 2)  # no row in the missing bin
+    monotone = jnp.asarray([0, 1, -1, 0, 0, 0, 1, 0], jnp.int32)
+    kwargs = dict(monotone=monotone) if grow is grow_depthwise_tree else {}
+
+    def fitted():
+        return jax.jit(lambda b, g: grow(b, g, PARAMS, DEPTH, N_BINS, **kwargs))(bins, gh)
+
+    one_direction = fitted()
+    monkeypatch.setattr(split, "_searched", lambda hist, search: search(2))
+    both = fitted()
+    for got, expected in zip(jax.tree.leaves(one_direction), jax.tree.leaves(both), strict=True):
+        assert_array_equal(np.asarray(got), np.asarray(expected))
+    assert np.all(np.asarray(one_direction[0].default_left))
