@@ -182,7 +182,11 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
         run (``jaxgbt.distributed.initialize``), each passing its own rows as X, y,
         sample_weight and eval_set; rows are split over all processes' devices and
         every process returns the same model. Ranking needs whole queries per process;
-        no init_model, checkpoints, Cox or quantile losses yet (docs/distributed.md).
+        no Cox or quantile losses yet. ``init_model`` must be the same model on every
+        process, ``base_margin`` holds each process's own rows. ``checkpoint_path`` is
+        written and read by process 0 alone (one file, the margins of all rows), which
+        tells the others whether to resume; it must be set on every process or none
+        (docs/distributed.md).
 
     Returns:
       A Booster.

@@ -165,13 +165,14 @@ def save_checkpoint_of_processes(path, progress: Progress, key: str) -> None:
     rows' margins ``progress.raw`` f32[N_p, K]; process 0 writes the margins of all
     rows (in process order) to ``path``, the others write nothing. A write that fails
     on process 0 raises on every process."""
-    if progress.raw_ordered is not None:  # ordered boosting runs on one device only
-        raise ValueError("ordered boosting cannot be checkpointed across processes.")
-    raw = gather_rows([np.asarray(progress.raw)])[0]
+    # Ordered margins exist only on one device (``spec.ordered``): one process.
+    margins = [m for m in (progress.raw, progress.raw_ordered) if m is not None]
+    raw, *raw_ordered = gather_rows([np.asarray(m) for m in margins])
     failure = None
     if jax.process_index() == 0:
         try:
-            save_checkpoint(path, progress._replace(raw=raw), key)
+            everyone = progress._replace(raw=raw, raw_ordered=(raw_ordered or [None])[0])
+            save_checkpoint(path, everyone, key)
         except OSError as error:
             failure = error
     _raised_everywhere(failure)
@@ -205,22 +206,25 @@ def load_checkpoint_of_processes(path, key: str, n_rows: int) -> Progress | None
     progress, failure = _read_on_first_process(path, key, int(counts.sum()))
     _raised_everywhere(failure)
     # Whether process 0 resumes, then the shapes the others receive into: rounds done T,
-    # split entries M, leaves L, outputs K.
-    shape = np.zeros(5, np.int64)
+    # split entries M, leaves L, outputs K, and whether there are ordered margins.
+    shape = np.zeros(6, np.int64)
     if progress is not None:
         shape[:] = (1, progress.rounds_done, *progress.trees.feature.shape[1:],
-                    *progress.trees.leaf_value.shape[1:])
-    found, T, M, L, K = (int(v) for v in from_first_process([shape])[0])
+                    *progress.trees.leaf_value.shape[1:], progress.raw_ordered is not None)
+    found, T, M, L, K, ordered = (int(v) for v in from_first_process([shape])[0])
     if not found:
         return None
+    margins = np.zeros((int(counts.sum()), K), np.float32)
     like = Progress(trees=BinnedTree(
         feature=np.zeros((T, M), np.int32), split_bin=np.zeros((T, M), np.int32),
         default_left=np.zeros((T, M), bool), gain=np.zeros((T, M), np.float32),
         leaf_value=np.zeros((T, L, K), np.float32), cover=np.zeros((T, L), np.float32)),
-        raw=np.zeros((int(counts.sum()), K), np.float32), bad_rows=np.zeros((T,), np.int32))
-    mine = like if progress is None else jax.tree.map(
-        np.asarray, progress._replace(raw_ordered=None))
+        raw=margins, bad_rows=np.zeros((T,), np.int32),
+        raw_ordered=margins if ordered else None)
+    mine = like if progress is None else jax.tree.map(np.asarray, progress)
     leaves, treedef = jax.tree.flatten(mine)
     received = jax.tree.unflatten(treedef, from_first_process(leaves))
     first = int(counts[:jax.process_index()].sum())
-    return jax.device_put(received._replace(raw=received.raw[first:first + n_rows]))
+    rows = jax.tree.map(lambda m: m[first:first + n_rows],
+                        (received.raw, received.raw_ordered))
+    return jax.device_put(received._replace(raw=rows[0], raw_ordered=rows[1]))
