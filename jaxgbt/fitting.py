@@ -304,7 +304,7 @@ def _check_distributed(distributed, data: Dataset, devices, init_model, checkpoi
             "init_model": fingerprint(*(() if init_model is None
                                         else jax.tree.leaves(init_model))),
             "checkpoint_path (set or None)": fingerprint(checkpoint_path is None),
-            "checkpoint_every": fingerprint(checkpoint_every),
+            "checkpoint_every": fingerprint(checkpoint_path and checkpoint_every),
             "base_margin (set or None)": fingerprint(base_margin is None)})
         if data.group_index is not None and group is not None:
             check_queries_apart(check.check_group(group, data.n_rows))
