@@ -24,8 +24,10 @@ from jaxgbt.data.binning import apply_bins
 from jaxgbt.data.chunks import ChunkedData, read_chunked
 from jaxgbt.data.dataset import Dataset, read_eval_set
 from jaxgbt.data.distributed import (
+    agreed_digest,
     check_agree,
     check_queries_apart,
+    check_settings_agree,
     check_supported,
     encoded_everywhere,
     gathered_eval_sets,
@@ -38,7 +40,13 @@ from jaxgbt.engine.resources import check_fit_memory, release_free_heap
 from jaxgbt.engine.sharding import row_devices
 from jaxgbt.evaluation import metrics as metrics_module
 from jaxgbt.evaluation.evaluator import EvalSet, Evaluator, resolve_metrics
-from jaxgbt.io.checkpoint import fingerprint, load_checkpoint, save_checkpoint
+from jaxgbt.io.checkpoint import (
+    fingerprint,
+    load_checkpoint,
+    load_checkpoint_of_processes,
+    save_checkpoint,
+    save_checkpoint_of_processes,
+)
 from jaxgbt.model import Booster
 from jaxgbt.objectives import Link, Loss, Objective, resolve
 from jaxgbt.objectives.derivatives import newton_constant
@@ -174,7 +182,11 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
         run (``jaxgbt.distributed.initialize``), each passing its own rows as X, y,
         sample_weight and eval_set; rows are split over all processes' devices and
         every process returns the same model. Ranking needs whole queries per process;
-        no init_model, checkpoints, Cox or quantile losses yet (docs/distributed.md).
+        no Cox or quantile losses yet. ``init_model`` must be the same model on every
+        process, ``base_margin`` holds each process's own rows. ``checkpoint_path`` is
+        written and read by process 0 alone (one file, the margins of all rows), which
+        tells the others whether to resume; it must be set on every process or none
+        (docs/distributed.md).
 
     Returns:
       A Booster.
@@ -196,8 +208,8 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
                           categorical_features=categorical_features, objective=objective,
                           kind=kind, feature_names=feature_names, n_outputs=n_outputs,
                           init_model=init_model, distributed=distributed)
-    _check_distributed(distributed, data, devices, init_model, checkpoint_path, base_margin,
-                       group)
+    _check_distributed(distributed, data, devices, init_model, checkpoint_path,
+                       checkpoint_every, base_margin, group)
     n_outputs, vector_output = spec.outputs(objective, data.y, n_outputs, kind)
     curvature = spec.curvature(objective, hessian, vector_output)
     rates = dict(subsample=subsample, goss_top_rate=goss_top_rate,
@@ -257,7 +269,7 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
     if checkpoint_path is not None:
         resume, on_chunk = _checkpointing(checkpoint_path, checkpoint_every, evaluator,
                                           train_data, params, start, objective, config,
-                                          start_raw, round_offset, n_trees)
+                                          start_raw, round_offset, n_trees, distributed)
     progress = train(config, params, train_data, start, n_trees, mesh, resume=resume,
                      on_chunk=on_chunk, start_raw=start_raw, round_offset=round_offset)
     best_round = (None if early_stopping_rounds is None or evaluator.best is None
@@ -280,14 +292,20 @@ def _training_rows(X, y, *, init_model, distributed, **read_args) -> Dataset:
     return Dataset.read(X, y, continued=init_model, **read_args)
 
 
-def _check_distributed(distributed, data: Dataset, devices, init_model,
-                       checkpoint_path, base_margin, group) -> None:
-    """Refuses what ``distributed=True`` does not take (see ``data.distributed``), and
-    queries split over processes."""
+def _check_distributed(distributed, data: Dataset, devices, init_model, checkpoint_path,
+                       checkpoint_every, base_margin, group) -> None:
+    """Refuses what ``distributed=True`` does not take (see ``data.distributed``),
+    settings that differ between processes, and queries split over processes."""
     if distributed is not False:
-        check_supported(distributed, devices=devices, init_model=init_model,
-                        checkpoint_path=checkpoint_path, weight=data.weight,
-                        base_margin=base_margin)
+        check_supported(distributed, devices=devices, weight=data.weight)
+        # What decides each process's collectives must agree, or they would wait on each
+        # other; the path itself may differ (only process 0 reads and writes it).
+        check_settings_agree({
+            "init_model": fingerprint(*(() if init_model is None
+                                        else jax.tree.leaves(init_model))),
+            "checkpoint_path (set or None)": fingerprint(checkpoint_path is None),
+            "checkpoint_every": fingerprint(checkpoint_path and checkpoint_every),
+            "base_margin (set or None)": fingerprint(base_margin is None)})
         if data.group_index is not None and group is not None:
             check_queries_apart(check.check_group(group, data.n_rows))
 
@@ -296,7 +314,7 @@ def _encoded(data: Dataset, distributed: bool, objective, vector_output, n_outpu
              one_hot_max_size, seed, init_model) -> Dataset:
     """The rows with categorical columns encoded: by this process's rows, or with
     ``distributed`` as one process encodes every process's rows."""
-    if distributed:
+    if distributed and init_model is None:  # a continued model's encoder is kept
         return encoded_everywhere(data, objective, vector_output, n_outputs,
                                   one_hot_max_size, seed)
     return data.encoded(objective, vector_output, n_outputs, one_hot_max_size, seed, init_model)
@@ -358,8 +376,9 @@ def _compiled_lookup(thresholds, feature, split_bin):
 
 def _checkpointing(path, every: int, evaluator: Evaluator, data: TrainData, params, start,
                    objective: Objective, config: BoostConfig, start_raw, round_offset: int,
-                   n_trees: int):
-    """(progress to resume from or None, the per-chunk callback that also saves)."""
+                   n_trees: int, distributed: bool = False):
+    """(progress to resume from or None, the per-chunk callback that also saves); with
+    ``distributed``, of every process's rows, read and written by process 0."""
     key = fingerprint(data.bins, *jax.tree.leaves(data.y), data.weight, start, params,
                       objective.name, data.group_index, config.depth, config.n_bins,
                       config.n_outputs, config.vector_output, config.curvature,
@@ -368,11 +387,16 @@ def _checkpointing(path, every: int, evaluator: Evaluator, data: TrainData, para
                       config.grow_policy)
     if config.ordered:  # plain fits keep the keys they had before ordered boosting
         key = fingerprint(key, "boosting=ordered")
-    resume = load_checkpoint(path, key)
+    load, write = load_checkpoint, save_checkpoint
+    if distributed:  # each process's digest of its own rows, combined in process order
+        key = agreed_digest(key)
+        load = functools.partial(load_checkpoint_of_processes, n_rows=data.weight.shape[0])
+        write = save_checkpoint_of_processes
+    resume = load(path, key)
     if resume is not None and resume.rounds_done > n_trees:
         resume = None  # a longer fit's checkpoint: its first rounds are this fit's
     save = _checkpointer(path, every, key, 0 if resume is None else resume.rounds_done,
-                         n_trees)
+                         n_trees, write)
 
     def on_chunk(progress):
         kept = evaluator.after_chunk(progress)
@@ -515,9 +539,9 @@ def _evaluator(eval_set, eval_metric, early_stopping_rounds, callbacks, verbose,
         raise TypeError("callbacks must be functions taking an EvalState.")
     start_margins = init_model is not None or eval_base_margin is not None
     if distributed:  # every process scores the whole validation sets
-        eval_set = gathered_eval_sets(
-            eval_set, encoder=data.encoder, n_features=data.n_columns, objective=objective,
-            kind=kind, traced=False, feature_names=data.feature_names,
+        eval_set, eval_base_margin = gathered_eval_sets(
+            eval_set, eval_base_margin, encoder=data.encoder, n_features=data.n_columns,
+            objective=objective, kind=kind, traced=False, feature_names=data.feature_names,
             n_outputs=config.n_outputs if config.vector_output else None,
             n_classes=config.n_outputs)
     sets, starts = [], []
@@ -554,14 +578,14 @@ def _evaluator(eval_set, eval_metric, early_stopping_rounds, callbacks, verbose,
                      grow_policy=config.grow_policy, model_of=model_of)
 
 
-def _checkpointer(path, every: int, key: str, start: int, n_trees: int):
+def _checkpointer(path, every: int, key: str, start: int, n_trees: int, save=save_checkpoint):
     last_saved = start
 
     def on_chunk(progress):
         nonlocal last_saved
         done = progress.rounds_done
         if done - last_saved >= every or (done == n_trees and done > last_saved):
-            save_checkpoint(path, progress, key)
+            save(path, progress, key)
             last_saved = done
 
     return on_chunk

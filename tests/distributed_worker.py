@@ -4,7 +4,9 @@ Run as ``python tests/distributed_worker.py OUT_DIR`` by ``jaxgbt launch`` or by
 with the JAXGBT_* environment variables of ``jaxgbt.distributed``. Each case fits on this
 process's rows (an uneven split of the same data) and saves the model's raw predictions
 on all rows to OUT_DIR/<case>_<process>.npy; the test compares them with one process's
-fit on all rows (``CASES`` there and here share their settings).
+fit on all rows (``CASES`` there and here share their settings). After them,
+``checkpointed`` stops a fit after a checkpoint and resumes it, and ``continued`` goes on
+from the "plain" model with per-row starting margins.
 """
 
 import os
@@ -15,6 +17,7 @@ import jax
 import numpy as np
 
 import jaxgbt
+import jaxgbt.fitting
 from jaxgbt import datasets
 from jaxgbt.data.distributed import merged_thresholds
 
@@ -30,6 +33,8 @@ DIE_ENV = "JAXGBT_TEST_DIE"
 # Comma-separated names of the cases to fit (default: all of them).
 CASES_ENV = "JAXGBT_TEST_CASES"
 SMALL = dict(n_trees=8, depth=3, n_bins=32)
+# The checkpointed fit: two chunks of 16 rounds, stopped after the first.
+CHECKPOINTED = dict(SMALL, n_trees=24)
 
 
 def data():
@@ -66,6 +71,64 @@ def cases(X, y, weight, classes, rows, eval_rows):
                                           group=eval_rows // QUERY_ROWS)],
                            early_stopping_rounds=3),
     }
+
+
+def margins(X):
+    """f32[N]: per-row starting margins of the continued case, from one column."""
+    return (0.3 * X[:, 5] - 0.2).astype(np.float32)
+
+
+def checkpointed(out: Path, X, y, rows) -> None:
+    """A fit stopped by a callback right after its checkpoint at round 16, run again
+    (it resumes there), and the same fit uninterrupted: their raw predictions on all rows
+    to OUT/checkpoint_<process>.npy, the round each resumed from to
+    resumed_<process>.txt, and the error of a fit whose rows differ in process 1 only to
+    other_data_<process>.txt. Each process passes a path of its own: only process 0's is
+    read or written."""
+    me = jax.process_index()
+    path = out / f"fit_{me}.ckpt"
+    whole = jaxgbt.fit("logistic", X[rows], y[rows], distributed=True, **CHECKPOINTED)
+    kwargs = dict(CHECKPOINTED, distributed=True, checkpoint_path=path, checkpoint_every=16)
+    jaxgbt.fit("logistic", X[rows], y[rows], callbacks=[lambda state: state.round == 15],
+               **kwargs)
+    resumed_from, train = [], jaxgbt.fitting.train
+
+    def spied_train(*args, resume=None, **train_kwargs):  # which round the fit resumed at
+        resumed_from.append(0 if resume is None else resume.rounds_done)
+        return train(*args, resume=resume, **train_kwargs)
+
+    jaxgbt.fitting.train = spied_train
+    try:
+        resumed = jaxgbt.fit("logistic", X[rows], y[rows], **kwargs)
+    finally:
+        jaxgbt.fitting.train = train
+    np.save(out / f"checkpoint_{me}.npy",
+            np.stack([np.asarray(m.predict_raw(X)) for m in (whole, resumed)]))
+    (out / f"resumed_{me}.txt").write_text(str(resumed_from[0]))
+    other = y[rows].copy()
+    if me == 1:
+        other[0] = 1 - other[0]  # one label of process 1: the digests of process 0 agree
+    try:
+        jaxgbt.fit("logistic", X[rows], other, **kwargs)
+    except ValueError as error:
+        (out / f"other_data_{me}.txt").write_text(str(error))
+
+
+def continued(out: Path, X, y, rows, eval_rows, plain: jaxgbt.Booster) -> None:
+    """The "plain" model (the same on every process) continued with per-row starting
+    margins (``margins``) and a validation set with its own: raw predictions on all rows
+    from margins(X) to OUT/continued_<process>.npy, the history to history_<process>.npy,
+    and the plain model to plain.jgbt (process 0) for the one-process twin."""
+    model = jaxgbt.fit("logistic", X[rows], y[rows], distributed=True, init_model=plain,
+                       base_margin=margins(X)[rows],
+                       eval_set=[(X[eval_rows], y[eval_rows])],
+                       eval_base_margin=[margins(X)[eval_rows]], **SMALL)
+    np.save(out / f"continued_{jax.process_index()}.npy",
+            np.asarray(model.predict_raw(X, base_margin=margins(X))))
+    np.save(out / f"history_{jax.process_index()}.npy",
+            np.asarray(model.history["valid_0:logloss"]))
+    if jax.process_index() == 0:
+        plain.save(out / "plain.jgbt")
 
 
 def with_categories(X):
@@ -112,15 +175,20 @@ def main(out: Path) -> None:
     # 8 bins: columns of more than 16 x 8 distinct values in a process are sketched.
     np.save(out / f"sketched_cuts_{jax.process_index()}.npy",
             merged_thresholds(with_missing, weight[rows], 8))
+    models = {}
     for name, kwargs in cases(X, y, weight, classes, rows, eval_rows).items():
         if wanted and name not in wanted.split(","):
             continue
-        model = jaxgbt.fit(kwargs.pop("loss"), kwargs.pop("X"), kwargs.pop("y"),
-                           distributed=True, **kwargs)
+        model = models[name] = jaxgbt.fit(kwargs.pop("loss"), kwargs.pop("X"),
+                                          kwargs.pop("y"), distributed=True, **kwargs)
         everything = with_categories(X) if name == "categorical" else X
         np.save(out / f"{name}_{jax.process_index()}.npy",
                 np.asarray(model.predict_raw(everything)))
         print(f"process {jax.process_index()}: {name} done, {model.n_trees} trees", flush=True)
+    if not wanted or "checkpointed" in wanted:
+        checkpointed(out, X, y, rows)
+    if "plain" in models and (not wanted or "continued" in wanted):
+        continued(out, X, y, rows, eval_rows, models["plain"])
     if not wanted or "split_query" in wanted:  # query 0 has rows in every process
         try:
             jaxgbt.fit("lambdarank_ndcg", X[rows], relevance(X)[rows], distributed=True,

@@ -3,11 +3,14 @@
 The 2-process tests start ``tests/distributed_worker.py`` through ``jaxgbt launch`` once
 (module fixture): each process fits the worker's cases on its own, uneven share of the
 rows; the models must equal one process's fits on all rows (raw predictions to 1e-5).
+The same run stops a fit after a checkpoint and resumes it, and continues a model.
 """
 
+import json
 import os
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -139,6 +142,48 @@ def test_four_processes_train_the_one_process_model(tmp_path, one_process_fits):
 
 
 @pytest.mark.slow
+def test_a_stopped_fit_resumes_from_its_checkpoint_and_equals_the_whole_fit(two_process_run):
+    runs = [np.load(two_process_run / f"checkpoint_{p}.npy") for p in (0, 1)]
+    for whole, resumed in runs:
+        np.testing.assert_array_equal(resumed, whole)  # bit for bit
+    np.testing.assert_array_equal(runs[0], runs[1])
+    for process in (0, 1):  # every process resumed after the first chunk of 16 rounds
+        assert (two_process_run / f"resumed_{process}.txt").read_text() == "16"
+    # Process 0 alone wrote its path, with the margins of both processes' 500 rows.
+    assert not (two_process_run / "fit_1.ckpt").exists()
+    with zipfile.ZipFile(two_process_run / "fit_0.ckpt") as archive:
+        header = json.loads(archive.read("header.json"))
+    assert (header["n_rows"], header["rounds_done"]) == (worker.N_ROWS - 100, 24)
+
+
+@pytest.mark.slow
+def test_a_checkpoint_of_other_rows_in_one_process_is_refused_by_every_process(
+        two_process_run):
+    messages = [(two_process_run / f"other_data_{p}.txt").read_text() for p in (0, 1)]
+    for message in messages:
+        assert "holds a checkpoint of a different fit" in message
+    assert messages[1].startswith("distributed=True, on process 0: ")
+
+
+@pytest.mark.slow
+def test_a_model_continued_from_margins_equals_one_process_continuing_it(two_process_run):
+    first, second = (np.load(two_process_run / f"continued_{p}.npy") for p in (0, 1))
+    np.testing.assert_array_equal(first, second)
+    X, y, _, _ = worker.data()
+    train = np.arange(worker.N_ROWS - 100)
+    held_out = np.arange(worker.N_ROWS - 100, worker.N_ROWS)
+    margins = worker.margins(X)
+    plain = jaxgbt.load(two_process_run / "plain.jgbt")
+    alone = jaxgbt.fit("logistic", X[train], y[train], init_model=plain,
+                       base_margin=margins[train], eval_set=[(X[held_out], y[held_out])],
+                       eval_base_margin=[margins[held_out]], **worker.SMALL)
+    np.testing.assert_allclose(first, alone.predict_raw(X, base_margin=margins),
+                               rtol=0, atol=1e-5)
+    np.testing.assert_allclose(np.load(two_process_run / "history_0.npy"),
+                               alone.history["valid_0:logloss"], rtol=1e-5)
+
+
+@pytest.mark.slow
 def test_sampled_rounds_agree_across_processes(two_process_run):
     first, second = (np.load(two_process_run / f"sampled_{p}.npy") for p in (0, 1))
     np.testing.assert_array_equal(first, second)
@@ -252,8 +297,6 @@ def test_sketched_cuts_keep_the_auc_of_exact_cuts():
 @pytest.mark.parametrize("kwargs, match", [
     (dict(distributed="yes"), "distributed must be True or False"),
     (dict(distributed=True, devices="all"), "does not take devices="),
-    (dict(distributed=True, checkpoint_path="x.ckpt"), "does not take checkpoint_path"),
-    (dict(distributed=True, base_margin=np.zeros(100, np.float32)), "does not take base_margin"),
     (dict(loss="absolute_error", distributed=True),  # 2 CPU devices in tests
      "distributed=True: loss 'absolute_error' needs all rows on one device"),
 ])

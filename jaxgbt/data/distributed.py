@@ -13,7 +13,11 @@ every process computes it identically:
   the encoder fitted to every row's codes and labels as on one process);
 - the labels and weights, for the starting margin (a median or class frequencies need
   all of them), and the validation sets, which every process then scores whole;
-- for a ranking loss, that no query has rows in two processes (``check_queries_apart``).
+- for a ranking loss, that no query has rows in two processes (``check_queries_apart``);
+- that the processes passed the same settings where those must agree (``check_settings_agree``:
+  ``init_model``, checkpoints, ``base_margin``), one digest of what each process trains on
+  for a checkpoint's fingerprint (``agreed_digest``), and what process 0 alone reads from
+  a checkpoint (``from_first_process``).
 
 The summaries are exact while a process holds at most ``SKETCH_POINTS_PER_BIN`` x B
 distinct values of a column; above, it sends a weighted quantile summary of that column
@@ -22,6 +26,7 @@ bounded by the bins, not the rows.
 """
 
 import dataclasses
+import hashlib
 import json
 from collections.abc import Sequence
 
@@ -51,6 +56,83 @@ def _all_gathered(array: np.ndarray) -> np.ndarray:
 def _gathered(values: np.ndarray) -> np.ndarray:
     """i32[P, ...]: a small integer array of each process, stacked in process order."""
     return _all_gathered(np.asarray(values, np.int32))
+
+
+def _from_first(array: np.ndarray) -> np.ndarray:
+    """``array`` of process 0 on every process (the same shape and dtype on all)."""
+    try:
+        return np.asarray(multihost_utils.broadcast_one_to_all(array))
+    except jax.errors.JaxRuntimeError as error:
+        raise RuntimeError(
+            "distributed=True: the processes of this run could not exchange their data; "
+            "another process has probably failed or exited (see its output). "
+            f"JAX said: {error}") from error
+
+
+def from_first_process(arrays: Sequence[np.ndarray]) -> list[np.ndarray]:
+    """Process 0's ``arrays`` on every process, exactly.
+
+    Args:
+      arrays: arrays of the same shapes and dtypes on every process; only process 0's
+        values are read (the others may pass zeros of those shapes).
+
+    Returns:
+      Process 0's arrays, bit for bit. Their bytes travel as one u8 vector, which the
+      broadcast (a sum with zeros from the other processes) keeps exact in any dtype:
+      a float sum would turn -0.0 into 0.0.
+    """
+    arrays = [np.ascontiguousarray(a) for a in arrays]
+    packed = np.concatenate([a.reshape(-1).view(np.uint8) for a in arrays]
+                            + [np.zeros((0,), np.uint8)])
+    received = _from_first(packed) if jax.process_count() > 1 else packed
+    out, start = [], 0
+    for a in arrays:
+        out.append(received[start:start + a.nbytes].view(a.dtype).reshape(a.shape).copy())
+        start += a.nbytes
+    return out
+
+
+def _gathered_digests(digests: Sequence[str]) -> np.ndarray:
+    """u8[P, 64 x len(digests)]: each process's hex digests, in process order."""
+    mine = np.frombuffer("".join(digests).encode(), np.uint8)[None]
+    return gather_rows([mine])[0]
+
+
+def agreed_digest(local: str) -> str:
+    """One SHA-256 hex digest of every process's ``local`` digest, in process order.
+
+    Each process hashes what it trains on (its binned rows, labels, weights); the
+    result, the same on every process, then changes when any process's rows change,
+    when rows move between processes, or when the number of processes changes.
+    """
+    everyone = _gathered_digests([local])
+    return hashlib.sha256(everyone.tobytes() + b"processes=%d" % everyone.shape[0]).hexdigest()
+
+
+def check_settings_agree(settings: dict[str, str]) -> None:
+    """Raises, on every process alike, when the processes passed different settings.
+
+    Args:
+      settings: {argument name: a SHA-256 hex digest of this process's value}, the
+        same names in the same order on every process.
+
+    One small all-gather for all of them; the error names the first that differs.
+    """
+    names = list(settings)
+    everyone = _gathered_digests([settings[name] for name in names])
+    for i, name in enumerate(names):
+        column = everyone[:, 64 * i:64 * (i + 1)]
+        differ = np.flatnonzero((column != column[0]).any(axis=1))
+        if differ.size:
+            raise ValueError(
+                f"distributed=True: the processes passed different {name} (process 0 and "
+                f"process {int(differ[0])} differ); every process must pass the same "
+                f"{name}, each with its own rows.")
+
+
+def process_row_counts(n_rows: int) -> np.ndarray:
+    """i64[P]: every process's number of training rows, in process order."""
+    return _gathered(np.asarray([n_rows])).reshape(-1).astype(np.int64)
 
 
 def check_agree(value: int, what: str) -> None:
@@ -331,20 +413,25 @@ def gathered_labels(y, weight) -> tuple:
     return jax.tree.unflatten(treedef, leaves), weight
 
 
-def gathered_eval_sets(eval_set, **read_args) -> list[dict] | None:
+def gathered_eval_sets(eval_set, margins=None, **read_args) -> tuple:
     """Each validation set with every process's rows, as dicts ``fit`` reads again.
 
     Args:
       eval_set: this process's validation sets, as ``fit`` takes them.
+      margins: None, or one starting margin per set for this process's rows of it
+        (``fit``'s ``eval_base_margin``: f32[N_i] or f32[N_i, K]).
       read_args: ``read_eval_set``'s keyword arguments (the training columns, encoder,
-        objective), to check each process's part before it is sent.
+        objective, ``n_outputs`` K of a vector-output loss or None, ``n_classes`` K),
+        to check each process's part before it is sent.
 
-    Every process then scores the whole sets itself: the same metrics, in the same
-    order of summation, so early stopping stops every process at the same round.
+    Returns:
+      (the sets with every process's rows, their margins f32[N_i_all, K] or None).
+      Every process then scores the whole sets itself: the same metrics, in the same
+      order of summation, so early stopping stops every process at the same round.
     """
     if not eval_set:
-        return eval_set
-    gathered = []
+        return eval_set, margins
+    gathered, gathered_margins = [], None if margins is None else []
     for i, entry in enumerate(eval_set):
         rows = read_eval_set(i, entry, **read_args)
         leaves, treedef = jax.tree.flatten(rows.y)
@@ -352,9 +439,15 @@ def gathered_eval_sets(eval_set, **read_args) -> list[dict] | None:
         if rows.group is not None:  # the queries' rows stay together once concatenated
             check_queries_apart(rows.group, f"eval_set[{i}] group")
             columns["group"] = np.asarray(rows.group, np.int64)
+        if margins is not None:  # checked against this process's rows before it is sent
+            columns["margin"] = check.check_base_margin(
+                margins[i], rows.X.shape[0], read_args["n_classes"],
+                read_args["n_outputs"] is not None, f"eval_base_margin[{i}]")
         *leaves, everyone = _gathered_columns([np.asarray(a) for a in leaves], columns)
+        if margins is not None:
+            gathered_margins.append(everyone.pop("margin"))
         gathered.append(dict(everyone, y=jax.tree.unflatten(treedef, leaves), name=rows.name))
-    return gathered
+    return gathered, gathered_margins
 
 
 def _gathered_columns(leaves: list[np.ndarray], columns: dict) -> list:
@@ -363,19 +456,13 @@ def _gathered_columns(leaves: list[np.ndarray], columns: dict) -> list:
     return [*out[:len(leaves)], dict(zip(columns, out[len(leaves):], strict=True))]
 
 
-def check_supported(distributed, *, devices, init_model, checkpoint_path, weight,
-                    base_margin=None) -> None:
+def check_supported(distributed, *, devices, weight) -> None:
     """Refuses, before any collective, what ``fit(distributed=True)`` does not do yet."""
     if distributed is not True:
         raise TypeError(f"distributed must be True or False; got {distributed!r}.")
     refused = [
         (devices is not None, "devices= (the rows are split over every process's devices: "
                               "drop devices=)"),
-        (init_model is not None, "init_model (fit the total n_trees in one go)"),
-        (checkpoint_path is not None, "checkpoint_path (rerun the fit instead)"),
-        (base_margin is not None, "base_margin (its rows would have to be gathered with the "
-                                  "eval sets' margins: add the margin to the labels' loss "
-                                  "instead, or fit on one process)"),
         (check.is_traced(weight), "jax.vmap or jax.jit around fit"),
     ]
     for refuse, what in refused:

@@ -22,17 +22,27 @@ covers, and the finished model then has no cover (``Booster.cover`` None). A che
 of ordered boosting also has the header field ``ordered: true`` and the array
 ``raw_ordered`` f32[N, K] (the ordered margins, see ``jaxgbt.core.ordered``); the
 fingerprint then includes the boosting mode.
+
+Under ``fit(distributed=True)`` every process holds the same trees but only its own rows'
+margins. ``save_checkpoint_of_processes`` gathers the margins of all rows (in process
+order) and process 0 alone writes the file; ``load_checkpoint_of_processes`` has process 0
+alone read it and sends its decision (start afresh, resume, or fail) and the progress to
+the others, each keeping its own rows' margins. The file is the one-process format, its
+``raw`` holding every process's rows; the fingerprint is ``data.distributed.agreed_digest``
+of each process's own.
 """
 
 import hashlib
 import os
 import zipfile
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 
 from jaxgbt.core.dtypes import MAX_DEPTH
 from jaxgbt.core.tree import BinnedTree
+from jaxgbt.data.distributed import from_first_process, gather_rows, process_row_counts
 from jaxgbt.engine.loop import Progress
 from jaxgbt.io.archive import (
     ZIP_OPEN_ERRORS,
@@ -127,3 +137,94 @@ def load_checkpoint(path, key: str) -> Progress | None:
     trees = BinnedTree(**{name: arrays[name] for name in BinnedTree._fields})
     return Progress(trees=trees, raw=arrays["raw"], bad_rows=arrays["bad_rows"],
                     raw_ordered=arrays.get("raw_ordered"))
+
+
+# What process 0 met reading or writing a checkpoint, sent to the others as a code so that
+# every process raises the same kind of error (ModelFormatError first: a ValueError too).
+_FAILURES = (ModelFormatError, ValueError, OSError)
+
+
+def _raised_everywhere(failure: Exception | None) -> None:
+    """Raises process 0's ``failure`` (None on the others) on every process; returns
+    when process 0 had none. Every process must call it at the same point."""
+    message = b"" if failure is None else str(failure).encode()
+    code = 0 if failure is None else 1 + next(
+        i for i, kind in enumerate(_FAILURES) if isinstance(failure, kind))
+    code, length = from_first_process([np.asarray([code, len(message)], np.int64)])[0]
+    if code == 0:
+        return
+    mine = np.frombuffer(message, np.uint8) if failure is not None else np.zeros(length, np.uint8)
+    text = from_first_process([mine])[0].tobytes().decode() if length else ""
+    if failure is not None:
+        raise failure
+    raise _FAILURES[int(code) - 1](f"distributed=True, on process 0: {text}")
+
+
+def save_checkpoint_of_processes(path, progress: Progress, key: str) -> None:
+    """``save_checkpoint`` of a distributed fit: every process calls it with its own
+    rows' margins ``progress.raw`` f32[N_p, K]; process 0 writes the margins of all
+    rows (in process order) to ``path``, the others write nothing. A write that fails
+    on process 0 raises on every process."""
+    # Ordered margins exist only on one device (``spec.ordered``): one process.
+    margins = [m for m in (progress.raw, progress.raw_ordered) if m is not None]
+    raw, *raw_ordered = gather_rows([np.asarray(m) for m in margins])
+    failure = None
+    if jax.process_index() == 0:
+        try:
+            everyone = progress._replace(raw=raw, raw_ordered=(raw_ordered or [None])[0])
+            save_checkpoint(path, everyone, key)
+        except OSError as error:
+            failure = error
+    _raised_everywhere(failure)
+
+
+def _read_on_first_process(path, key: str, n_rows: int) -> tuple:
+    """(progress or None, failure or None) of process 0's reading; (None, None) on the
+    others. n_rows: the rows of all processes, which the file's margins must have."""
+    if jax.process_index() != 0:
+        return None, None
+    try:
+        progress = load_checkpoint(path, key)
+    except _FAILURES as error:
+        return None, error
+    if progress is not None and progress.raw.shape[0] != n_rows:
+        return None, ModelFormatError(f"{path} is not a valid {_WHAT} of this fit: it holds "
+                                      f"{progress.raw.shape[0]} rows' margins, not {n_rows}")
+    return progress, None
+
+
+def load_checkpoint_of_processes(path, key: str, n_rows: int) -> Progress | None:
+    """``load_checkpoint`` of a distributed fit, called by every process with the same
+    ``key`` (``agreed_digest``) and its own row count ``n_rows`` = N_p.
+
+    Process 0 reads ``path`` (the others never open it: their disks need not share it);
+    its decision reaches every process, so all resume, all start afresh (None), or all
+    raise its error. The trees and round count are process 0's, and the margins f32[N_p,
+    K] this process's rows of the file's f32[N, K] (rows in process order).
+    """
+    counts = process_row_counts(n_rows)
+    progress, failure = _read_on_first_process(path, key, int(counts.sum()))
+    _raised_everywhere(failure)
+    # Whether process 0 resumes, then the shapes the others receive into: rounds done T,
+    # split entries M, leaves L, outputs K, and whether there are ordered margins.
+    shape = np.zeros(6, np.int64)
+    if progress is not None:
+        shape[:] = (1, progress.rounds_done, *progress.trees.feature.shape[1:],
+                    *progress.trees.leaf_value.shape[1:], progress.raw_ordered is not None)
+    found, T, M, L, K, ordered = (int(v) for v in from_first_process([shape])[0])
+    if not found:
+        return None
+    margins = np.zeros((int(counts.sum()), K), np.float32)
+    like = Progress(trees=BinnedTree(
+        feature=np.zeros((T, M), np.int32), split_bin=np.zeros((T, M), np.int32),
+        default_left=np.zeros((T, M), bool), gain=np.zeros((T, M), np.float32),
+        leaf_value=np.zeros((T, L, K), np.float32), cover=np.zeros((T, L), np.float32)),
+        raw=margins, bad_rows=np.zeros((T,), np.int32),
+        raw_ordered=margins if ordered else None)
+    mine = like if progress is None else jax.tree.map(np.asarray, progress)
+    leaves, treedef = jax.tree.flatten(mine)
+    received = jax.tree.unflatten(treedef, from_first_process(leaves))
+    first = int(counts[:jax.process_index()].sum())
+    rows = jax.tree.map(lambda m: m[first:first + n_rows],
+                        (received.raw, received.raw_ordered))
+    return jax.device_put(received._replace(raw=rows[0], raw_ordered=rows[1]))
