@@ -20,7 +20,7 @@ from jaxgbt.core.ordered import compiled_row_order
 from jaxgbt.core.round import BoostParams, TrainData
 from jaxgbt.data import categorical
 from jaxgbt.data import validation as check
-from jaxgbt.data.binning import apply_bins
+from jaxgbt.data.binning import apply_bins, bin_groups
 from jaxgbt.data.chunks import ChunkedData, read_chunked
 from jaxgbt.data.dataset import Dataset, read_eval_set
 from jaxgbt.data.distributed import (
@@ -240,7 +240,10 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
         chosen_curvature=curvature, kind=kind, row_sampling=row_sampling,
         column_sampling=column_sampling, subsample=subsample, n_rows=data.n_rows,
         grow_policy=grow_policy,
-        is_ordered=spec.ordered(boosting, objective, kind, curvature, mesh))
+        is_ordered=spec.ordered(boosting, objective, kind, curvature, mesh),
+        # Every process must compile the same program: narrower histograms are chosen
+        # from one process's row count, so not under distributed.
+        bin_groups=None if distributed else bin_groups(thresholds, data.n_rows))
     check_fit_memory(data.n_rows, data.n_columns, config.n_bins, depth, n_outputs,
                      [jax.devices()[0]] if mesh is None else list(mesh.local_devices),
                      ordered=config.ordered, gathered_rows=config.sample_capacity)

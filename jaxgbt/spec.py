@@ -339,7 +339,8 @@ def check_mesh(row_mesh, devices, objective: Objective, kind: LossKind,
 def build_config(objective: Objective, *, depth: int, n_bins: int, n_outputs: int,
                  vector_output: bool, learning_rate, row_mesh, chosen_curvature: str,
                  kind: LossKind, row_sampling: str, column_sampling: bool, subsample,
-                 n_rows: int, grow_policy: GrowPolicy, is_ordered: bool) -> BoostConfig:
+                 n_rows: int, grow_policy: GrowPolicy, is_ordered: bool,
+                 bin_groups=None) -> BoostConfig:
     """The static ``BoostConfig`` of a fit whose settings were checked above."""
     # Sampled rounds grow their trees on the drawn rows alone when their number has a
     # bound known now (``core.sampling``); on one device, outside ordered boosting.
@@ -353,4 +354,4 @@ def build_config(objective: Objective, *, depth: int, n_bins: int, n_outputs: in
                        grouped=kind != "row", leaf_quantile=objective.leaf_quantile,
                        row_sampling=row_sampling, sample_capacity=capacity,
                        column_sampling=column_sampling, grow_policy=grow_policy,
-                       ordered=is_ordered)
+                       ordered=is_ordered, bin_groups=bin_groups)

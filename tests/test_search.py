@@ -99,3 +99,33 @@ def test_data_without_missing_values_search_one_direction_to_the_same_tree(monke
     for got, expected in zip(jax.tree.leaves(one_direction), jax.tree.leaves(both), strict=True):
         assert_array_equal(np.asarray(got), np.asarray(expected))
     assert np.all(np.asarray(one_direction[0].default_left))
+
+
+@pytest.mark.parametrize("grow_policy", ["oblivious", "depthwise"])
+def test_few_valued_features_searched_narrower_give_the_same_model(monkeypatch, grow_policy):
+    # 0/1 and three-valued columns next to continuous ones: the few-valued ones get
+    # 4-bin histograms (binning.bin_groups); the model must equal the one whose every
+    # feature is searched with 64 bins, bit for bit. Some continuous cells are missing.
+    import jaxgbt
+    import jaxgbt.data.binning as binning
+
+    rng = np.random.default_rng(3)
+    X = np.column_stack([rng.normal(size=(300, 2)), rng.random((300, 9)) < 0.3,
+                         rng.integers(0, 3, (300, 1))]).astype(np.float32)
+    X[rng.random(300) < 0.1, 0] = np.nan
+    y = (X[:, 0] > 0) ^ (X[:, 3] > 0) ^ (X[:, 11] == 2)
+    thresholds = binning.trimmed(binning.compute_thresholds(X, 64), 64)
+    groups = binning.bin_groups(thresholds, 300)
+    assert groups == ((4, tuple(range(2, 12))), (64, (0, 1)))
+
+    def fitted():
+        return jaxgbt.fit("logistic", X, y.astype(np.float32), n_trees=3, depth=3, n_bins=64,
+                          grow_policy=grow_policy)
+
+    narrow = fitted()
+    monkeypatch.setattr(binning, "MIN_GROUP_SAVING", 2.0)  # every feature at 64 bins
+    assert binning.bin_groups(thresholds, 300) is None
+    wide = fitted()
+    for name in ("feature", "threshold", "default_left", "split_gain", "leaf_value"):
+        assert_array_equal(np.asarray(getattr(narrow, name)), np.asarray(getattr(wide, name)))
+    assert set(np.asarray(narrow.feature).ravel()) & set(range(2, 12))

@@ -50,6 +50,9 @@ class BoostConfig:
       grow_policy: "oblivious" (one split per level) or "depthwise" (one per node).
       ordered: ordered boosting (``jaxgbt.core.ordered``): gradients at margins that only
         used the rows before each row in a random order; the rounds carry both margins.
+      bin_groups: features whose cut points fill few bins, searched with histograms that
+        narrow: ((B_g, feature indices), ...) covering every feature once, or None for
+        every feature at ``n_bins`` (``data.binning.bin_groups``).
     """
 
     loss: Loss
@@ -69,6 +72,7 @@ class BoostConfig:
     column_sampling: bool = False
     grow_policy: GrowPolicy = "oblivious"
     ordered: bool = False
+    bin_groups: tuple[tuple[int, tuple[int, ...]], ...] | None = None
 
 
 def round_learning_rate(config: BoostConfig, learning_rate: jax.Array,

@@ -56,8 +56,8 @@ class Layout(abc.ABC):
     @abc.abstractmethod
     def grow(self, bins: jax.Array, gh: jax.Array, params: SplitParams, depth: int,
              n_bins: int, axis_name: str | None = None, level_allowed: jax.Array | None = None,
-             interaction_sets: jax.Array | None = None, monotone: jax.Array | None = None
-             ) -> tuple[BinnedTree, jax.Array, tuple | None]:
+             interaction_sets: jax.Array | None = None, monotone: jax.Array | None = None,
+             bin_groups=None) -> tuple[BinnedTree, jax.Array, tuple | None]:
         """One tree (args as ``tree.grow_tree``, ``level_allowed`` of the shape
         ``feature_mask_shape`` gives): (tree, leaf ids i32[N], leaf bounds or None)."""
 
@@ -110,9 +110,9 @@ class Oblivious(Layout):
         return (depth, n_features)
 
     def grow(self, bins, gh, params, depth, n_bins, axis_name=None, level_allowed=None,
-             interaction_sets=None, monotone=None):
+             interaction_sets=None, monotone=None, bin_groups=None):
         tree, leaf = grow_tree(bins, gh, params, depth, n_bins, axis_name, level_allowed,
-                               interaction_sets, monotone)
+                               interaction_sets, monotone, bin_groups)
         return tree, leaf, None
 
     def constrain_leaves(self, tree, leaf_bounds, monotone):
@@ -152,9 +152,9 @@ class Depthwise(Layout):
         return (depth, 2 ** (depth - 1), n_features)
 
     def grow(self, bins, gh, params, depth, n_bins, axis_name=None, level_allowed=None,
-             interaction_sets=None, monotone=None):
+             interaction_sets=None, monotone=None, bin_groups=None):
         return grow_depthwise_tree(bins, gh, params, depth, n_bins, axis_name, level_allowed,
-                                   interaction_sets, monotone)
+                                   interaction_sets, monotone, bin_groups)
 
     def constrain_leaves(self, tree, leaf_bounds, monotone):
         if monotone is None:

@@ -180,7 +180,7 @@ def _grown_tree(config: BoostConfig, params: BoostParams, data: TrainData, gh: j
         tree_gh = jnp.where(in_use[:, None], gh[rows], 0.0)
     tree, leaf, leaf_bounds = layout(config.grow_policy).grow(
         tree_bins, tree_gh, params.split, config.depth, config.n_bins, config.axis_name,
-        level_allowed, params.interaction_sets, params.monotone)
+        level_allowed, params.interaction_sets, params.monotone, config.bin_groups)
     if config.sample_capacity is not None:  # every row's leaf, for the margins
         leaf = layout(config.grow_policy).leaf_from_bins(data.bins, tree, config.n_bins)
     return tree, leaf, leaf_bounds

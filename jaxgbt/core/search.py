@@ -13,10 +13,13 @@ rule of one argmax over every candidate: the lowest feature, then the lowest bin
 missing-left.
 """
 
+import functools
 from collections.abc import Callable
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from jaxgbt.core.histogram import build_histogram
 from jaxgbt.core.split import Best
@@ -37,43 +40,94 @@ def features_per_block(n_features: int, n_nodes: int, n_bins: int, n_columns: in
     return -(-n_features // n_blocks)
 
 
-def search_level(bins: jax.Array, node: jax.Array, gh: jax.Array, n_nodes: int, n_bins: int,
+class FeatureGroup(NamedTuple):
+    """Features searched with the same number of bins.
+
+    Attributes:
+      columns: u8[F_g, N], their binned columns, the missing bin moved to bin B_g - 1.
+      n_bins: B_g (static).
+      features: their indices among every feature (a static NumPy array), or None for
+        every feature in order.
+    """
+
+    columns: jax.Array
+    n_bins: int
+    features: np.ndarray | None
+
+
+def feature_groups(bins: jax.Array, n_bins: int, bin_groups) -> list[FeatureGroup]:
+    """The groups a tree's levels search: every feature at B, or those of
+    ``bin_groups`` (``BoostConfig.bin_groups``: (B_g, feature indices) pairs)."""
+    if bin_groups is None:
+        return [FeatureGroup(bins, n_bins, None)]
+    groups = []
+    for width, features in bin_groups:
+        indices = np.asarray(features, np.int32)
+        columns = jnp.take(bins, indices, axis=0)
+        # Value bins below B_g - 1 stay; the missing bin B - 1 becomes B_g - 1.
+        groups.append(FeatureGroup(jnp.minimum(columns, width - 1).astype(bins.dtype)
+                                   if width < n_bins else columns, width, indices))
+    return groups
+
+
+def search_level(groups: list[FeatureGroup], node: jax.Array, gh: jax.Array, n_nodes: int,
                  search: Callable[[jax.Array, jax.Array, jax.Array], Best],
                  axis_name: str | None = None) -> Best:
     """The best candidate of one level, over every feature.
 
     Args:
-      bins: u8[F, N], binned features.
+      groups: the features, in groups of one bin count (``feature_groups``).
       node: i32[N], each row's node, in [0, n_nodes).
       gh: f32[N, 2K], weighted gradients then Hessians.
       n_nodes: nodes the histograms hold (static).
-      n_bins: B (static).
       search: ``search(hist, features, counted) -> Best`` for one block: hist
-        f32[b, n_nodes, B, 2K] of features ``features`` i32[b]; a feature with
-        ``counted`` False belongs to an earlier block and must not win here.
+        f32[b, n_nodes, B_g, 2K] of features ``features`` i32[b] (indices among every
+        feature); a feature with ``counted`` False belongs to an earlier block and
+        must not win here.
       axis_name: the mesh axis to sum histograms over, or None on one device.
 
     Returns:
-      The winning block's ``Best``.
+      The best ``Best`` over every block of every group: the largest gain, ties to the
+      lowest candidate index (as one argmax over every candidate).
     """
-    n_features = bins.shape[0]
+    bests = [_search_group(group, node, gh, n_nodes, search, axis_name) for group in groups]
+    return functools.reduce(_better, bests)
+
+
+def _better(a: Best, b: Best) -> Best:
+    """Per entry, the better of two searches' bests: the larger gain, ties (and NaN, as
+    ``argmax`` ranks it) to the lower index."""
+    a_nan, b_nan = jnp.isnan(a.gain), jnp.isnan(b.gain)
+    lower = b.index < a.index
+    b_wins = jnp.where(a_nan | b_nan, b_nan & (~a_nan | lower),
+                       (b.gain > a.gain) | ((b.gain == a.gain) & lower))
+    return jax.tree.map(
+        lambda x, y: jnp.where(b_wins.reshape(b_wins.shape + (1,) * (x.ndim - b_wins.ndim)),
+                               y, x), a, b)
+
+
+def _search_group(group: FeatureGroup, node: jax.Array, gh: jax.Array, n_nodes: int,
+                  search, axis_name) -> Best:
+    """The best candidate among one group's features, a block of them at a time."""
+    n_features, n_bins = group.columns.shape[0], group.n_bins
     block = features_per_block(n_features, n_nodes, n_bins, gh.shape[1], axis_name is not None)
+    ids = (jnp.arange(n_features, dtype=jnp.int32) if group.features is None
+           else jnp.asarray(group.features))
 
     def histogram(columns):
         hist = build_histogram(columns, node, gh, n_nodes, n_bins)
         return hist if axis_name is None else jax.lax.psum(hist, axis_name)
 
     if block == n_features:
-        features = jnp.arange(n_features, dtype=jnp.int32)
-        return search(histogram(bins), features, jnp.ones(n_features, bool))
+        return search(histogram(group.columns), ids, jnp.ones(n_features, bool))
 
     def one_block(i):
         # The last block starts early enough to end at the last feature; the features
         # it shares with the block before it were searched there.
         first = jnp.minimum(i * block, n_features - block)
-        features = first + jnp.arange(block, dtype=jnp.int32)
-        columns = jax.lax.dynamic_slice_in_dim(bins, first, block, axis=0)
-        return search(histogram(columns), features, features >= i * block)
+        columns = jax.lax.dynamic_slice_in_dim(group.columns, first, block, axis=0)
+        return search(histogram(columns), jax.lax.dynamic_slice_in_dim(ids, first, block),
+                      first + jnp.arange(block) >= i * block)
 
     bests = jax.lax.map(one_block, jnp.arange(-(-n_features // block)))
     winner = jnp.argmax(bests.gain, axis=0)  # the first block holding the largest gain

@@ -212,40 +212,46 @@ def best_level_split(hist: jax.Array, params: SplitParams,
 
 
 def best_level_candidate(hist: jax.Array, features: jax.Array, counted: jax.Array,
-                         params: SplitParams, allowed: jax.Array | None) -> Best:
+                         params: SplitParams, allowed: jax.Array | None,
+                         n_value_bins: int | None = None) -> Best:
     """The oblivious level's best candidate among some features.
 
     Args:
-      hist: f32[b, n, B, 2K], the histograms of features ``features`` i32[b].
+      hist: f32[b, n, B_g, 2K], the histograms of features ``features`` i32[b].
       counted: bool[b], False for a feature that must not win (searched elsewhere).
       allowed: bool[F] over every feature, or None.
+      n_value_bins: B - 1 of the candidate index (``Best``), when the histograms are
+        narrower (B_g < B: features that fill fewer bins); None for B_g.
 
     Returns:
       Best of f32[] and i32[], no extras.
     """
     if allowed is not None:
         counted = counted & allowed[features]
+    n_hist_bins = hist.shape[2] - 1
 
     def search(directions):
-        gains = level_gains(hist, params, directions)  # [b, B-1, directions]
+        gains = level_gains(hist, params, directions)  # [b, B_g-1, directions]
         gains = jnp.where(counted[:, None, None], gains, -jnp.inf).reshape(-1)
         local = jnp.argmax(gains)
-        return Best(gains[local],
-                    _global_index(local, features, hist.shape[2] - 1, directions), ())
+        return Best(gains[local], _global_index(local, features, n_hist_bins, directions,
+                                                n_value_bins or n_hist_bins), ())
 
     return _searched(hist, search)
 
 
 def best_node_candidates(hist: jax.Array, features: jax.Array, counted: jax.Array,
                          params: SplitParams, allowed: jax.Array, bounds=None,
-                         monotone: jax.Array | None = None) -> Best:
+                         monotone: jax.Array | None = None,
+                         n_value_bins: int | None = None) -> Best:
     """Each node's best candidate among some features, for depthwise trees.
 
     Args:
-      hist: f32[b, n, B, 2K], the histograms of features ``features`` i32[b].
+      hist: f32[b, n, B_g, 2K], the histograms of features ``features`` i32[b].
       counted: bool[b], False for a feature that must not win (searched elsewhere).
       allowed: bool[n, F] over every feature, the features each node may split on.
       bounds, monotone: as in ``node_gains`` (monotone i32[F] over every feature).
+      n_value_bins: as in ``best_level_candidate``.
 
     Returns:
       Best of f32[n] and i32[n]; with ``bounds``, the extras are the g and h sums
@@ -253,7 +259,7 @@ def best_node_candidates(hist: jax.Array, features: jax.Array, counted: jax.Arra
     """
     usable = allowed[:, features].T & counted[:, None]  # [b, n]
     block_monotone = None if monotone is None else monotone[features]
-    n_nodes, n_value_bins = hist.shape[1], hist.shape[2] - 1
+    n_nodes, n_hist_bins = hist.shape[1], hist.shape[2] - 1
 
     def search(directions):
         gains = jnp.stack(_node_gains_by_direction(hist, params, bounds, block_monotone,
@@ -264,21 +270,22 @@ def best_node_candidates(hist: jax.Array, features: jax.Array, counted: jax.Arra
         gain = jnp.take_along_axis(by_node, local[:, None], axis=-1)[:, 0]
         extra = ()
         if bounds is not None:
-            local_feature, rest = jnp.divmod(local, n_value_bins * directions)
+            local_feature, rest = jnp.divmod(local, n_hist_bins * directions)
             split_bin, missing_right = jnp.divmod(rest, directions)
             extra = chosen_children(hist, LevelSplit(local_feature, split_bin,
                                                      missing_right == 0, gain))
-        return Best(gain, _global_index(local, features, n_value_bins, directions), extra)
+        return Best(gain, _global_index(local, features, n_hist_bins, directions,
+                                        n_value_bins or n_hist_bins), extra)
 
     return _searched(hist, search)
 
 
-def _global_index(local: jax.Array, features: jax.Array, n_value_bins: int,
-                  directions: int) -> jax.Array:
-    """i32: a candidate index among a block's features, in (feature, bin, missing)
-    order over ``directions`` missing directions, as one among every feature over both
-    directions (missing-left when there is one direction)."""
-    local_feature, rest = jnp.divmod(local, n_value_bins * directions)
+def _global_index(local: jax.Array, features: jax.Array, n_hist_bins: int, directions: int,
+                  n_value_bins: int) -> jax.Array:
+    """i32: a candidate index among a block's features (``n_hist_bins`` value bins,
+    ``directions`` missing directions) as one among every feature with ``n_value_bins``
+    value bins and both directions (missing-left when there is one direction)."""
+    local_feature, rest = jnp.divmod(local, n_hist_bins * directions)
     split_bin, missing_right = jnp.divmod(rest, directions)
     return ((features[local_feature] * n_value_bins + split_bin) * 2
             + missing_right).astype(jnp.int32)

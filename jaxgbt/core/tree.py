@@ -26,7 +26,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxgbt.core.constraints import allowed_after, enforce_monotone, split_bounds
-from jaxgbt.core.search import search_level
+from jaxgbt.core.search import FeatureGroup, feature_groups, search_level
 from jaxgbt.core.split import (
     LevelSplit,
     SplitParams,
@@ -68,14 +68,25 @@ def goes_right(column: jax.Array, split_bin: jax.Array, default_left: jax.Array,
     return jnp.where(column == missing_bin, ~default_left, column > split_bin)
 
 
-def _search_level_of(n_nodes: int, n_bins: int, axis_name, bins, node, gh,
+def _search_level_of(n_nodes: int, n_bins: int, axis_name, widths, columns, node, gh,
                      params: SplitParams, allowed) -> LevelSplit:
-    """The oblivious split of a level whose rows are in its first ``n_nodes`` nodes."""
-    best = search_level(bins, node, gh, n_nodes, n_bins,
+    """The oblivious split of a level whose rows are in its first ``n_nodes`` nodes;
+    ``widths`` and ``columns`` are the static and traced halves of ``feature_groups``."""
+    best = search_level(_groups(widths, columns), node, gh, n_nodes,
                         lambda hist, features, counted: best_level_candidate(
-                            hist, features, counted, params, allowed),
+                            hist, features, counted, params, allowed, n_bins - 1),
                         axis_name)
     return split_of(best, n_bins - 1, params)
+
+
+def _split_groups(groups):
+    """(static (B_g, features) pairs, traced columns) of ``feature_groups``: a
+    ``lax.switch`` takes the columns as operands and the rest in its branches."""
+    return (tuple((g.n_bins, g.features) for g in groups), tuple(g.columns for g in groups))
+
+
+def _groups(widths, columns):
+    return [FeatureGroup(c, n, f) for (n, f), c in zip(widths, columns, strict=True)]
 
 
 def search_sizes(depth: int) -> list[int]:
@@ -94,7 +105,8 @@ def _psum(x, axis_name):
 def grow_tree(bins: jax.Array, gh: jax.Array, params: SplitParams, depth: int, n_bins: int,
               axis_name: str | None = None, level_allowed: jax.Array | None = None,
               interaction_sets: jax.Array | None = None,
-              monotone: jax.Array | None = None) -> tuple[BinnedTree, jax.Array]:
+              monotone: jax.Array | None = None,
+              bin_groups=None) -> tuple[BinnedTree, jax.Array]:
     """Grows one oblivious tree.
 
     Args:
@@ -110,6 +122,8 @@ def grow_tree(bins: jax.Array, gh: jax.Array, params: SplitParams, depth: int, n
       interaction_sets: bool[S, F], feature sets allowed in one tree, or None.
       monotone: i32[F] monotone directions, or None; a constrained feature then splits
         at most one level (see ``constraints``).
+      bin_groups: features searched with fewer bins (``BoostConfig.bin_groups``), or
+        None.
 
     Returns:
       The tree, and each row's leaf id i32[N].
@@ -123,7 +137,8 @@ def grow_tree(bins: jax.Array, gh: jax.Array, params: SplitParams, depth: int, n
     n_outputs = gh.shape[1] // 2
 
     sizes = search_sizes(depth)
-    searches = [functools.partial(_search_level_of, size, n_bins, axis_name)
+    widths, columns = _split_groups(feature_groups(bins, n_bins, bin_groups))
+    searches = [functools.partial(_search_level_of, size, n_bins, axis_name, widths)
                 for size in sorted(set(sizes))]
     branch = jnp.asarray([sorted(set(sizes)).index(size) for size in sizes], jnp.int32)
 
@@ -134,7 +149,7 @@ def grow_tree(bins: jax.Array, gh: jax.Array, params: SplitParams, depth: int, n
         d, allowed = inputs
         if constrained:
             allowed = allowed & allowed_after(used, interaction_sets, monotone)
-        split = jax.lax.switch(branch[d], searches, bins, node, gh, params, allowed)
+        split = jax.lax.switch(branch[d], searches, columns, node, gh, params, allowed)
         column = jax.lax.dynamic_index_in_dim(bins, split.feature, axis=0, keepdims=False)
         right = goes_right(column, split.split_bin, split.default_left, n_bins - 1)
         used = used.at[split.feature].set(used[split.feature] | (split.gain > 0))
@@ -155,16 +170,16 @@ def grow_tree(bins: jax.Array, gh: jax.Array, params: SplitParams, depth: int, n
     return tree, leaf
 
 
-def _search_node_splits_of(n_nodes: int, n_all: int, n_bins: int, axis_name, bins, node, gh,
-                           params: SplitParams, allowed, bounds, monotone):
+def _search_node_splits_of(n_nodes: int, n_all: int, n_bins: int, axis_name, widths, columns,
+                           node, gh, params: SplitParams, allowed, bounds, monotone):
     """The best split of each of the first ``n_nodes`` nodes (those in use at a level),
     padded with pass-through splits to ``n_all`` nodes, and the g and h sums of each
     node's children under it (f32[n_all, 2K] each, with ``bounds``; else None)."""
     bounds = None if bounds is None else tuple(b[:n_nodes] for b in bounds)
-    best = search_level(bins, node, gh, n_nodes, n_bins,
+    best = search_level(_groups(widths, columns), node, gh, n_nodes,
                         lambda hist, features, counted: best_node_candidates(
                             hist, features, counted, params, allowed[:n_nodes], bounds,
-                            monotone),
+                            monotone, n_bins - 1),
                         axis_name)
     split = split_of(best, n_bins - 1, params)
     pad = n_all - n_nodes
@@ -190,7 +205,7 @@ def grow_depthwise_tree(bins: jax.Array, gh: jax.Array, params: SplitParams, dep
                         n_bins: int, axis_name: str | None = None,
                         level_allowed: jax.Array | None = None,
                         interaction_sets: jax.Array | None = None,
-                        monotone: jax.Array | None = None
+                        monotone: jax.Array | None = None, bin_groups=None
                         ) -> tuple[BinnedTree, jax.Array, tuple | None]:
     """Grows one depthwise tree (each node its own split), level by level.
 
@@ -209,7 +224,9 @@ def grow_depthwise_tree(bins: jax.Array, gh: jax.Array, params: SplitParams, dep
     n_outputs = gh.shape[1] // 2
     n_nodes = 2 ** (depth - 1)
     sizes = search_sizes(depth)
-    searches = [functools.partial(_search_node_splits_of, size, n_nodes, n_bins, axis_name)
+    widths, columns = _split_groups(feature_groups(bins, n_bins, bin_groups))
+    searches = [functools.partial(_search_node_splits_of, size, n_nodes, n_bins, axis_name,
+                                  widths)
                 for size in sorted(set(sizes))]
     branch = jnp.asarray([sorted(set(sizes)).index(size) for size in sizes], jnp.int32)
     # Child c of the level below is side c % 2 of node c // 2.
@@ -224,7 +241,7 @@ def grow_depthwise_tree(bins: jax.Array, gh: jax.Array, params: SplitParams, dep
             allowed = allowed & jax.vmap(
                 lambda u: allowed_after(u, interaction_sets, None))(used)
         level_bounds = None if bounds is None else (bounds[0][:n_nodes], bounds[1][:n_nodes])
-        split, children_sums = jax.lax.switch(branch[d], searches, bins, node, gh, params,
+        split, children_sums = jax.lax.switch(branch[d], searches, columns, node, gh, params,
                                               allowed, level_bounds, monotone)
         column = jnp.take_along_axis(bins, split.feature[node][None], axis=0)[0]
         right = goes_right(column, split.split_bin[node], split.default_left[node], n_bins - 1)

@@ -206,6 +206,51 @@ def bins_needed(thresholds: np.ndarray, n_bins: int) -> int:
     return min(n_bins, max(MIN_TRIMMED_BINS, 1 << (needed - 1).bit_length()))
 
 
+# Features that fill few bins get histograms that narrow (``bin_groups``) when that cuts
+# the split search's work (features x bins) by at least this fraction: each group is
+# searched by its own compiled code, so a small saving is not worth the compile time.
+MIN_GROUP_SAVING = 0.25
+# Above this many rows the narrow features' columns, copied out once per tree, cost
+# about what their narrower search saves (the histograms' scatters cost per row either
+# way), so every feature keeps B bins.
+MAX_GROUPED_ROWS = 2**18
+
+
+def bin_groups(thresholds: np.ndarray, n_rows: int
+               ) -> tuple[tuple[int, tuple[int, ...]], ...] | None:
+    """Features whose cut points fill few bins, searched with narrower histograms.
+
+    A feature with c finite cut points needs c + 2 bins (value bins 0..c, then the
+    missing bin), rounded up to a power of two as in ``bins_needed``. When one width
+    B_g < B splits the features into those that need at most B_g and the rest so that
+    the search does at least ``MIN_GROUP_SAVING`` less work, the result is
+    ``((B_g, narrow features), (B, the others))``; else None (every feature at B).
+    The splits are the same either way (``core.search``).
+
+    Args:
+      thresholds: f32[F, B - 1], trimmed (``trimmed``).
+      n_rows: N, the training rows.
+    """
+    n_bins = thresholds.shape[1] + 1
+    if n_rows > MAX_GROUPED_ROWS or n_bins <= MIN_TRIMMED_BINS:
+        return None
+    needed = np.isfinite(thresholds).sum(axis=1) + 2
+    full = needed.size * n_bins
+    best = None
+    width = MIN_TRIMMED_BINS
+    while width < n_bins:
+        narrow = needed <= width
+        cost = int(narrow.sum()) * width + int((~narrow).sum()) * n_bins
+        if narrow.any() and not narrow.all() and (best is None or cost < best[0]):
+            best = (cost, width, narrow)
+        width *= 2
+    if best is None or best[0] > (1 - MIN_GROUP_SAVING) * full:
+        return None
+    _, width, narrow = best
+    return ((width, tuple(int(f) for f in np.flatnonzero(narrow))),
+            (n_bins, tuple(int(f) for f in np.flatnonzero(~narrow))))
+
+
 def trimmed(thresholds: np.ndarray, n_bins: int) -> np.ndarray:
     """f32[F, n_bins - 1]: the first ``n_bins - 1`` value bins' edges of ``thresholds``
     (``n_bins`` from ``bins_needed``: the edges dropped are all +inf)."""
