@@ -44,7 +44,8 @@ Bytes per process from ring formulas (not measured on the wire): all-reduce
 Then a paper estimate for `estimate_hosts` hosts: the per-row compute of one process
 spread over the hosts, plus per tree the D levels' exchanges as ring all-reduces, or as
 ring reduce-scatters and gathers, at the `bandwidth_gbit_s` and `latency_us` given in
-the config (no measurement of a real network).
+the config (no measurement of a real network); and the same exchanges alone for the
+collective comparison's shapes (F of `collective_features`, `collective_bins` bins).
 Results go to `output_dir`/results.json.
 """
 
@@ -310,32 +311,73 @@ def _ring_seconds(steps: int, n_bytes: float, gbit_s: float, latency_us: float) 
     return steps * latency_us * 1e-6 + n_bytes / (gbit_s * 1e9 / 8)
 
 
+def tree_comm_seconds(n_features: int, n_bins: int, depth: int, hosts: int, gbit_s: float,
+                      latency_us: float, scatter: bool) -> float:
+    """Seconds per tree of the levels' exchanges on `hosts` hosts: ring all-reduces, or
+    (`scatter`) ring reduce-scatters and ring gathers of the best candidates; 2 (H - 1)
+    steps of `latency_us` a level either way."""
+    level_bytes = reduce_scatter_bytes if scatter else allreduce_bytes
+    return sum(_ring_seconds(2 * (hosts - 1), level_bytes(n_features, n, n_bins, hosts),
+                             gbit_s, latency_us) for n in search_sizes(depth))
+
+
 def estimate(cfg: dict, one_process: dict, n_features: int) -> list[dict]:
     """Seconds per tree on `estimate_hosts` hosts from the one-process compute per row,
     and per level a ring all-reduce, or a ring reduce-scatter and a ring gather of the
     best candidates, at each assumed bandwidth."""
     compute_per_row = one_process["s_per_tree"] / cfg["rows"]
-    sizes, n_bins, latency = search_sizes(cfg["depth"]), cfg["n_bins"], cfg["latency_us"]
+    shape = (n_features, cfg["n_bins"], cfg["depth"])
     rows = []
     for hosts in cfg["estimate_hosts"]:
         compute = compute_per_row * cfg["estimate_rows"] / hosts
+        scattered = sum(reduce_scatter_bytes(n_features, n, cfg["n_bins"], hosts)
+                        for n in search_sizes(cfg["depth"]))
         row = dict(hosts=hosts, rows_per_host=cfg["estimate_rows"] // hosts,
                    compute_s=compute, mb_per_tree=bytes_per_tree(cfg, n_features, hosts) / 1e6,
-                   rs_mb_per_tree=(sum(reduce_scatter_bytes(n_features, n, n_bins, hosts)
-                                       for n in sizes) + leaf_sums_bytes(cfg, hosts)) / 1e6)
+                   rs_mb_per_tree=(scattered + leaf_sums_bytes(cfg, hosts)) / 1e6)
         for gbit in cfg["bandwidth_gbit_s"]:
-            allreduce = sum(_ring_seconds(2 * (hosts - 1),
-                                          allreduce_bytes(n_features, n, n_bins, hosts),
-                                          gbit, latency) for n in sizes)
-            # Reduce-scatter (H - 1 steps) and the gather of the candidates (H - 1 more).
-            scatter = sum(_ring_seconds(2 * (hosts - 1),
-                                        reduce_scatter_bytes(n_features, n, n_bins, hosts),
-                                        gbit, latency) for n in sizes)
+            allreduce = tree_comm_seconds(*shape, hosts, gbit, cfg["latency_us"], False)
             row[f"comm_s@{gbit:g}"] = allreduce
+            row[f"rs_comm_s@{gbit:g}"] = tree_comm_seconds(*shape, hosts, gbit,
+                                                           cfg["latency_us"], True)
             row[f"s_per_tree@{gbit:g}"] = compute + allreduce
-            row[f"rs_comm_s@{gbit:g}"] = scatter
         rows.append(row)
     return rows
+
+
+def wide_estimate(cfg: dict) -> list[dict]:
+    """The levels' exchanges alone (no compute) per tree of depth `collective_depth` at
+    `collective_bins` bins, for each F of `collective_features` on `estimate_hosts`
+    hosts: MB each host sends and seconds, all-reduce against reduce-scatter."""
+    rows = []
+    for n_features in cfg["collective_features"]:
+        shape = (n_features, cfg["collective_bins"], cfg["collective_depth"])
+        sizes = search_sizes(cfg["collective_depth"])
+        for hosts in cfg["estimate_hosts"]:
+            row = dict(features=n_features, hosts=hosts,
+                       mb_per_tree=sum(allreduce_bytes(n_features, n, shape[1], hosts)
+                                       for n in sizes) / 1e6,
+                       rs_mb_per_tree=sum(reduce_scatter_bytes(n_features, n, shape[1], hosts)
+                                          for n in sizes) / 1e6)
+            for gbit in cfg["bandwidth_gbit_s"]:
+                row[f"comm_s@{gbit:g}"] = tree_comm_seconds(*shape, hosts, gbit,
+                                                            cfg["latency_us"], False)
+                row[f"rs_comm_s@{gbit:g}"] = tree_comm_seconds(*shape, hosts, gbit,
+                                                               cfg["latency_us"], True)
+            rows.append(row)
+    return rows
+
+
+def print_wide_estimate(cfg: dict, rows: list[dict]) -> None:
+    gbits = cfg["bandwidth_gbit_s"]
+    print(f"\nThe levels' exchanges per tree of depth {cfg['collective_depth']} at "
+          f"{cfg['collective_bins']} bins (no compute; ring collectives, "
+          f"{cfg['latency_us']:g} us a step):")
+    comm = [(f"{name} s @{g:g} Gbit/s", f"{key}@{g:g}", ".4f") for g in gbits
+            for name, key in (("all-reduce", "comm_s"), ("RS", "rs_comm_s"))]
+    print_table(rows, [("F", "features", "d"), ("hosts", "hosts", "d"),
+                       ("all-reduce MB/tree", "mb_per_tree", ".2f"),
+                       ("RS MB/tree", "rs_mb_per_tree", ".2f"), *comm])
 
 
 def main() -> None:
@@ -400,9 +442,11 @@ def main() -> None:
                                 ("MB sent/tree", "mb_per_tree", ".2f"),
                                 ("RS MB sent/tree", "rs_mb_per_tree", ".2f"), *comm,
                                 *rs_comm, *bandwidth])
+    wide = wide_estimate(cfg)
+    print_wide_estimate(cfg, wide)
     write_json(out / "results.json", dict(config=cfg, measured=measured,
                                           collective_levels=levels, collective_trees=trees,
-                                          estimated=estimated))
+                                          estimated=estimated, wide_estimated=wide))
 
 
 if __name__ == "__main__":
