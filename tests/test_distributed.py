@@ -1,9 +1,12 @@
-"""fit(distributed=True) over 2 local CPU processes, and the ``jaxgbt launch`` command.
+"""fit(distributed=True) over 2 and 4 local CPU processes, and the ``jaxgbt launch`` command.
 
-The 2-process tests start ``tests/distributed_worker.py`` through ``jaxgbt launch`` once
-(module fixture): each process fits the worker's cases on its own, uneven share of the
-rows; the models must equal one process's fits on all rows (raw predictions to 1e-5).
-The same run stops a fit after a checkpoint and resumes it, and continues a model.
+The multi-process tests start ``tests/distributed_worker.py`` three times, all at once
+(module fixture ``started_runs``): through ``jaxgbt launch`` as 2 processes (every case)
+and as 4 (the plain case), and as 2 processes started by hand of which one dies. Each
+process fits the worker's cases on its own, uneven share of the rows; the models must
+equal one process's fits on all rows (raw predictions to 1e-5), which this process
+computes while the others run. Each test waits for the run it reads. The 2-process run
+also stops a fit after a checkpoint and resumes it, and continues a model.
 """
 
 import json
@@ -12,6 +15,7 @@ import subprocess
 import sys
 import zipfile
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 import pytest
@@ -31,7 +35,8 @@ sys.path.insert(0, str(Path(__file__).parent))
 import distributed_worker as worker  # noqa: E402
 
 WORKER = str(Path(__file__).parent / "distributed_worker.py")
-# A run far above what 2 processes need (about 25 s here), so that a hang fails the test.
+# A run far above what the runs need (about 25 s here for the 2 processes), so that a hang
+# fails the test.
 RUN_TIMEOUT_SECONDS = 300
 COMPARED = ("plain", "weighted_eval", "softmax", "depthwise_huber", "categorical",
             "lambdarank")
@@ -43,19 +48,71 @@ def _env() -> dict:
         [repo, *filter(None, [os.environ.get("PYTHONPATH")])])}
 
 
-def _launched(out: Path, n_processes: int, **env) -> Path:
-    """Runs the worker as ``n_processes`` processes through ``jaxgbt launch``."""
-    done = subprocess.run([sys.executable, "-m", "jaxgbt", "launch", "--processes",
-                           str(n_processes), "--", sys.executable, WORKER, str(out)],
-                          env={**_env(), **env}, capture_output=True, text=True,
-                          timeout=RUN_TIMEOUT_SECONDS)
-    assert done.returncode == 0, done.stderr[-4000:]
-    return out
+class _Run(NamedTuple):
+    """Processes started in the background, writing into ``out`` (their output in
+    ``out/log.txt``)."""
+
+    out: Path
+    processes: list[subprocess.Popen]
+
+
+def _start_launch(out: Path, n_processes: int, **env) -> _Run:
+    """Starts the worker as ``n_processes`` processes through ``jaxgbt launch``."""
+    with (out / "log.txt").open("w") as log:  # the child writes to its own copy
+        process = subprocess.Popen([sys.executable, "-m", "jaxgbt", "launch", "--processes",
+                                    str(n_processes), "--", sys.executable, WORKER, str(out)],
+                                   env={**_env(), **env}, stdout=log, stderr=subprocess.STDOUT)
+    return _Run(out, [process])
+
+
+def _start_with_a_dying_process(out: Path) -> _Run:
+    """Starts the worker as 2 processes without the launcher (which would stop the
+    survivor itself); process 1 exits at once, process 0's stderr goes to the log."""
+    port = str(free_port())
+    with (out / "log.txt").open("w") as log:  # the children write to their own copies
+        return _Run(out, [subprocess.Popen(
+            [sys.executable, WORKER, str(out)],
+            env={**_env(), worker.DIE_ENV: "1",
+                 "JAXGBT_COORDINATOR_ADDRESS": f"127.0.0.1:{port}",
+                 "JAXGBT_NUM_PROCESSES": "2", "JAXGBT_PROCESS_ID": str(i)},
+            stdout=subprocess.DEVNULL, stderr=log if i == 0 else subprocess.DEVNULL)
+            for i in (0, 1)])
+
+
+def _finished(run: _Run) -> _Run:
+    """Waits for the run's processes (killing those still alive past the timeout)."""
+    try:
+        for process in run.processes:
+            process.wait(timeout=RUN_TIMEOUT_SECONDS)
+    finally:
+        _kill_the_rest(run)
+    return run
+
+
+def _kill_the_rest(run: _Run) -> None:
+    for process in run.processes:
+        if process.poll() is None:
+            process.kill()
+        process.wait()
+
+
+def _succeeded(run: _Run) -> Path:
+    _finished(run)
+    assert run.processes[0].returncode == 0, (run.out / "log.txt").read_text()[-4000:]
+    return run.out
 
 
 @pytest.fixture(scope="module")
-def two_process_run(tmp_path_factory) -> Path:
-    return _launched(tmp_path_factory.mktemp("distributed"), 2)
+def started_runs(tmp_path_factory) -> dict[str, _Run]:
+    """The three multi-process runs, started together so that their start-up, their
+    waits for each other and the dying run's heartbeat timeout overlap."""
+    runs = {"two": _start_launch(tmp_path_factory.mktemp("two_processes"), 2),
+            "four": _start_launch(tmp_path_factory.mktemp("four_processes"), 4,
+                                  **{worker.CASES_ENV: "plain"}),
+            "dying": _start_with_a_dying_process(tmp_path_factory.mktemp("dying"))}
+    yield runs
+    for run in runs.values():  # a test that failed early may leave some running
+        _kill_the_rest(run)
 
 
 @pytest.fixture(scope="module")
@@ -70,6 +127,23 @@ def one_process_fits() -> dict:
             everything = worker.with_categories(X) if name == "categorical" else X
             fits[name] = (model, np.asarray(model.predict_raw(everything)))
     return fits
+
+
+# Each waiting fixture asks for one_process_fits after started_runs: the one-process fits
+# are computed here while the other processes run.
+@pytest.fixture(scope="module")
+def two_process_run(started_runs, one_process_fits) -> Path:
+    return _succeeded(started_runs["two"])
+
+
+@pytest.fixture(scope="module")
+def four_process_run(started_runs, one_process_fits) -> Path:
+    return _succeeded(started_runs["four"])
+
+
+@pytest.fixture(scope="module")
+def dying_run(started_runs) -> _Run:
+    return _finished(started_runs["dying"])
 
 
 @pytest.mark.slow
@@ -131,10 +205,9 @@ def test_a_query_split_over_processes_is_an_error_naming_it(two_process_run):
 
 
 @pytest.mark.slow
-def test_four_processes_train_the_one_process_model(tmp_path, one_process_fits):
-    _launched(tmp_path, 4, **{worker.CASES_ENV: "plain"})
-    models = [np.load(tmp_path / f"plain_{p}.npy") for p in range(4)]
-    cuts = [np.load(tmp_path / f"cuts_{p}.npy") for p in range(4)]
+def test_four_processes_train_the_one_process_model(four_process_run, one_process_fits):
+    models = [np.load(four_process_run / f"plain_{p}.npy") for p in range(4)]
+    cuts = [np.load(four_process_run / f"cuts_{p}.npy") for p in range(4)]
     for model, cut in zip(models[1:], cuts[1:], strict=True):
         np.testing.assert_array_equal(model, models[0])
         np.testing.assert_array_equal(cut, cuts[0])
@@ -191,24 +264,11 @@ def test_sampled_rounds_agree_across_processes(two_process_run):
 
 
 @pytest.mark.slow
-def test_a_dying_process_fails_the_other_with_a_clear_error(tmp_path):
-    # Started without the launcher, which would stop the survivor itself.
-    port = str(free_port())
-    processes = [subprocess.Popen(
-        [sys.executable, WORKER, str(tmp_path)],
-        env={**_env(), worker.DIE_ENV: "1", "JAXGBT_COORDINATOR_ADDRESS": f"127.0.0.1:{port}",
-             "JAXGBT_NUM_PROCESSES": "2", "JAXGBT_PROCESS_ID": str(i)},
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE if i == 0 else subprocess.DEVNULL,
-        text=True) for i in (0, 1)]
-    try:
-        _, survivor_err = processes[0].communicate(timeout=RUN_TIMEOUT_SECONDS)
-    finally:
-        for process in processes:
-            if process.poll() is None:
-                process.kill()
-            process.wait()
-    assert processes[1].returncode == 3
-    assert processes[0].returncode != 0
+def test_a_dying_process_fails_the_other_with_a_clear_error(dying_run):
+    survivor, dead = dying_run.processes
+    survivor_err = (dying_run.out / "log.txt").read_text()
+    assert dead.returncode == 3
+    assert survivor.returncode != 0
     # Two reports race: the exchange's error (ours), and JAX's client aborting the process
     # once the coordination service declares the other dead; either may come first.
     assert ("could not exchange their data" in survivor_err
