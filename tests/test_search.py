@@ -11,7 +11,7 @@ import jaxgbt.core.search as search
 from jaxgbt.core.split import SplitParams
 from jaxgbt.core.tree import grow_depthwise_tree, grow_tree
 
-N_ROWS, N_BINS, DEPTH = 200, 16, 3
+N_ROWS, N_BINS, DEPTH = 200, 16, 2
 
 
 def _problem(n_features: int, n_outputs: int = 1):
@@ -37,9 +37,9 @@ def _trees(monkeypatch, block_bytes: int, grow, **kwargs):
     return jax.jit(lambda b, g: grow(b, g, PARAMS, DEPTH, N_BINS, **kwargs))(*_problem(8))
 
 
-# Block sizes: one feature per block; 3 features (8 = 3 + 3 + 2, the last block starting
-# a feature early); everything in one block.
-BLOCK_BYTES = [1, 3 * 4 * N_BINS * 2 * 4, 2**30]
+# Block sizes: one feature per block; 3 features of the deeper level's 2 nodes (8 = 3 +
+# 3 + 2, the last block starting a feature early); everything in one block.
+BLOCK_BYTES = [1, 3 * 2 * N_BINS * 2 * 4, 2**30]
 
 
 @pytest.mark.parametrize("grow", [grow_tree, grow_depthwise_tree], ids=["oblivious", "depthwise"])
