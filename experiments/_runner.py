@@ -1,6 +1,6 @@
-"""What every experiment script does around its measurement: read its config, make its
-output folder, time calls (in a fresh process where peaks or compiles must be its own),
-print tables and write results.json.
+"""What every experiment script does around its measurement: read its config, read the
+real datasets and split them, make its output folder, time calls (in a fresh process
+where peaks or compiles must be its own), print tables and write results.json.
 
 A script reads ``configs/<name>.toml`` with ``load_config(name, doc=__doc__)``; on the
 command line ``--config PATH`` picks another file, ``--quick`` applies the file's

@@ -49,8 +49,9 @@ def accuracy(y, p) -> float:
 # counts applied to two models' predictions give the paired resampled difference.
 
 
-def bootstrap_weights(n_rows: int, n_resamples: int, seed: int, group=None) -> np.ndarray:
-    """f32[R, N]: R resamples of N test rows as counts (each row of the result sums to N);
+def bootstrap_weights(n_rows: int, n_resamples: int, seed, group=None) -> np.ndarray:
+    """f32[R, N]: R resamples of N test rows as counts (each row of the result sums to N),
+    drawn from ``np.random.default_rng(seed)`` (an int or a sequence of ints);
     with ``group`` (i[N] query ids) whole queries are drawn, each of a query's rows
     carrying the query's count. The first resample is all ones: the test set itself."""
     rng = np.random.default_rng(seed)

@@ -99,7 +99,8 @@ def run_split(task: str, data, seed: int, cfg: dict) -> dict:
     X, y, group = data
     train, test = random_split(len(y), seed, cfg["test_fraction"], group)
     test_group = None if group is None else group[test]
-    weights = bootstrap_weights(len(test), cfg["n_resamples"], seed, test_group)
+    # Resamples drawn from a stream of their own, (seed, 1), not the split's.
+    weights = bootstrap_weights(len(test), cfg["n_resamples"], (seed, 1), test_group)
     out = {"fit_s": {}, **{metric: {} for metric in METRICS[task]}}
     with thread_limit(cfg["threads"]):
         for library, model in models(task, X, cfg).items():
