@@ -1,6 +1,6 @@
-"""What every experiment script does around its measurement: read its config, make its
-output folder, time calls (in a fresh process where peaks or compiles must be its own),
-print tables and write results.json.
+"""What every experiment script does around its measurement: read its config, read the
+real datasets and split them, make its output folder, time calls (in a fresh process
+where peaks or compiles must be its own), print tables and write results.json.
 
 A script reads ``configs/<name>.toml`` with ``load_config(name, doc=__doc__)``; on the
 command line ``--config PATH`` picks another file, ``--quick`` applies the file's
@@ -15,6 +15,7 @@ import argparse
 import json
 import math
 import multiprocessing
+import re
 import time
 from collections.abc import Callable, Mapping, Sequence
 from numbers import Number
@@ -22,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from jaxgbt.config_files import ConfigError, apply_overrides, read_config
 
@@ -80,6 +82,109 @@ def load_config(default_name: str, argv: Sequence[str] | None = None, *, doc: st
         return apply_overrides(cfg, args.set, source=str(args.config))
     except ConfigError as error:
         parser.error(str(error))
+
+
+def read_dataset(spec: Mapping[str, Any]) -> tuple[pd.DataFrame, np.ndarray, np.ndarray | None
+                                                  ] | None:
+    """A real dataset as a config table describes it, or None when a file is missing.
+
+    ``spec["format"]`` says how it is read: "csv" (the default; the files under
+    ``../shared/data`` are read with pandas and stacked: ``sep``, ``na_values``, and
+    ``columns`` or ``header = false`` for a file without a header line, whose columns
+    are then named c0, c1, ...), "sklearn" (``loader``, a ``sklearn.datasets`` function
+    reading data shipped with scikit-learn, no download) or "svmlight" (``files`` in
+    LibSVM format with ``n_features``, and ``query_files`` of query sizes, one per line).
+    ``target`` names the label column (for "survival", the [time, event] pair), ``drop``
+    the columns left out, ``categorical`` the numeric columns read as categories (string
+    columns always are).
+
+    Returns:
+      (X, y, group): X a DataFrame of N rows, float32 columns and pandas ``category``
+      columns of strings (missing as NaN); y the label (binary: f32[N] 1 where it equals
+      ``positive``, or the 0/1 label as it is; multiclass: i32[N] codes of its sorted
+      levels; rank, regression and poisson: f64[N], the log where ``log_target``;
+      survival: f64[N, 2] time and event); group i32[N] query ids for "svmlight", else None.
+    """
+    kind = spec.get("format", "csv")
+    files = [SHARED_DATA / name for name in spec.get("files", [])
+             + spec.get("query_files", [])]
+    if not all(path.exists() for path in files):
+        return None
+    group = None
+    if kind == "sklearn":
+        import sklearn.datasets
+        frame = getattr(sklearn.datasets, spec["loader"])(as_frame=True).frame
+    elif kind == "svmlight":
+        frame, group = _read_svmlight(spec)
+    else:
+        frame = pd.concat([_read_csv(SHARED_DATA / name, spec) for name in spec["files"]],
+                          ignore_index=True)
+    target = spec["target"]
+    label = frame[target].to_numpy() if isinstance(target, list) else frame[target]
+    frame = frame.drop(columns=[*np.atleast_1d(target), *spec.get("drop", [])])
+    for name in frame.columns:
+        if name in spec.get("categorical", []) or not pd.api.types.is_numeric_dtype(frame[name]):
+            values = frame[name].astype(object).where(frame[name].notna(), None)
+            frame[name] = pd.Categorical([None if v is None else str(v) for v in values])
+        else:
+            frame[name] = frame[name].astype(np.float32)
+    # Letters, digits and underscores only: LightGBM rewrites (and warns about) others.
+    frame.columns = [re.sub(r"\W", "_", str(name)) for name in frame.columns]
+    return frame, _label(spec, label), group
+
+
+def _read_csv(path: Path, spec: Mapping[str, Any]) -> pd.DataFrame:
+    options = dict(sep=spec.get("sep", ","), na_values=spec.get("na_values"),
+                   skipinitialspace=True)
+    if "columns" in spec:
+        return pd.read_csv(path, header=None, names=spec["columns"], **options)
+    if not spec.get("header", True):
+        frame = pd.read_csv(path, header=None, **options)
+        return frame.set_axis([f"c{j}" for j in range(frame.shape[1])], axis=1)
+    return pd.read_csv(path, **options)
+
+
+def _read_svmlight(spec: Mapping[str, Any]) -> tuple[pd.DataFrame, np.ndarray]:
+    from sklearn.datasets import load_svmlight_file
+    frames, groups, n_queries = [], [], 0
+    for name, query_name in zip(spec["files"], spec["query_files"], strict=True):
+        X, y = load_svmlight_file(str(SHARED_DATA / name), n_features=spec["n_features"])
+        sizes = np.loadtxt(SHARED_DATA / query_name, dtype=np.int64, ndmin=1)
+        frame = pd.DataFrame(X.toarray(), columns=[f"f{j}" for j in range(X.shape[1])])
+        frames.append(frame.assign(label=y))
+        groups.append(n_queries + np.repeat(np.arange(sizes.size), sizes))
+        n_queries += sizes.size
+    return pd.concat(frames, ignore_index=True), np.concatenate(groups).astype(np.int32)
+
+
+def _label(spec: Mapping[str, Any], label) -> np.ndarray:
+    task = spec["task"]
+    if task == "survival":
+        return np.asarray(label, np.float64)
+    if task == "binary":
+        if "positive" in spec:
+            return (label.astype(str) == spec["positive"]).to_numpy(np.float32)
+        return label.to_numpy(np.float32)
+    if task == "multiclass":
+        return np.unique(label.astype(str), return_inverse=True)[1].astype(np.int32)
+    y = label.to_numpy(np.float64)
+    return np.log(y) if spec.get("log_target") else y
+
+
+def random_split(n_rows: int, seed: int, test_fraction: float, group=None
+                 ) -> tuple[np.ndarray, np.ndarray]:
+    """(train rows, test rows), each sorted, of one random split drawn from ``seed``;
+    with ``group`` (i32[N] query ids) whole queries are drawn, so that each query's rows
+    stay together and in order."""
+    if group is None:
+        order = np.random.default_rng(seed).permutation(n_rows)
+        test, train = np.split(order, [round(test_fraction * n_rows)])
+        return np.sort(train), np.sort(test)
+    queries = np.unique(group)
+    order = np.random.default_rng(seed).permutation(queries)
+    test_queries = order[:round(test_fraction * queries.size)]
+    in_test = np.isin(group, test_queries)
+    return np.flatnonzero(~in_test), np.flatnonzero(in_test)
 
 
 def output_dir(cfg: dict) -> Path:

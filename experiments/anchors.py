@@ -8,26 +8,19 @@ Each installed library gets the same trees, depth, learning rate and L2. Prints 
 markdown table per dataset (docs/anchors.md) and writes them to results.json.
 """
 
-import contextlib
-import importlib
-import importlib.util
 import statistics
 from collections.abc import Callable
 
 import numpy as np
+from _anchors import L2_NAMES, budget_params, estimator_class, installed, thread_limit
 from _runner import SHARED_DATA, format_table, load_config, output_dir, timed, write_json
 from _scores import auc, logloss, rmse
 
 import jaxgbt
 from jaxgbt.datasets import load_lightgbm_binary
 
-# library -> (module, classifier class, regressor class)
-ANCHORS = {"catboost": ("catboost", "CatBoostClassifier", "CatBoostRegressor"),
-           "catboost-plain": ("catboost", "CatBoostClassifier", "CatBoostRegressor"),
-           "lightgbm": ("lightgbm", "LGBMClassifier", "LGBMRegressor"),
-           "xgboost": ("xgboost", "XGBClassifier", "XGBRegressor"),
-           "sklearn-hgb": ("sklearn.ensemble", "HistGradientBoostingClassifier",
-                           "HistGradientBoostingRegressor")}
+# the rows of each table: the anchors' libraries, and CatBoost set to jaxgbt's algorithm
+ANCHORS = ("catboost", "catboost-plain", "lightgbm", "xgboost", "sklearn-hgb")
 
 
 METRICS = {"binary": {"test AUC": auc, "test log loss": logloss}, "regression": {"test RMSE": rmse}}
@@ -61,19 +54,13 @@ DATASETS = {"lightgbm_binary": ("binary", lightgbm_binary), "cps1988": ("regress
 
 
 def anchor_params(library: str, cfg, l2: float) -> dict:
-    T, D, rate, jobs, seed = (cfg[k] for k in ("n_trees", "depth", "learning_rate", "threads",
-                                               "seed"))
-    catboost = dict(iterations=T, depth=D, learning_rate=rate, l2_leaf_reg=l2, border_count=255,
-                    grow_policy="SymmetricTree", thread_count=jobs, random_seed=seed, verbose=0,
-                    allow_writing_files=False)
-    return {"catboost": catboost, "catboost-plain": {**catboost, **cfg["catboost_plain"]},
-            "lightgbm": dict(n_estimators=T, max_depth=D, num_leaves=2**D, learning_rate=rate,
-                             reg_lambda=l2, n_jobs=jobs, random_state=seed, verbose=-1),
-            "xgboost": dict(n_estimators=T, max_depth=D, learning_rate=rate, reg_lambda=l2,
-                            tree_method="hist", n_jobs=jobs, random_state=seed),
-            "sklearn-hgb": dict(max_iter=T, max_depth=D, max_leaf_nodes=2**D, learning_rate=rate,
-                                l2_regularization=l2, early_stopping=False, random_state=seed),
-            }[library]
+    """The shared budget and L2 (plus, for CatBoost, 255 borders and symmetric trees, its
+    default growth said outright; for catboost-plain, ``cfg["catboost_plain"]``)."""
+    base = library.removesuffix("-plain")
+    params = {**budget_params(base, cfg), L2_NAMES[base]: l2}
+    if base == "catboost":
+        params.update(border_count=255, grow_policy="SymmetricTree")
+    return {**params, **cfg["catboost_plain"]} if library == "catboost-plain" else params
 
 
 def fitters(task: str, cfg, l2: float) -> dict:
@@ -82,11 +69,11 @@ def fitters(task: str, cfg, l2: float) -> dict:
     out = {"jaxgbt": (lambda X, y: jaxgbt.fit(
         loss, X, y, n_trees=cfg["n_trees"], depth=cfg["depth"], learning_rate=cfg["learning_rate"],
         l2=l2, seed=cfg["seed"]), lambda model, X: np.asarray(model.predict(X)))}
-    for library, (module, classifier, regressor) in ANCHORS.items():
-        if importlib.util.find_spec(module.split(".")[0]) is None:
+    for library in ANCHORS:
+        base = library.removesuffix("-plain")
+        if not installed(base):
             continue
-        name = classifier if task == "binary" else regressor
-        cls = getattr(importlib.import_module(module), name)
+        cls = estimator_class(base, task)
         params = anchor_params(library, cfg, l2)
         predict = ((lambda m, X: m.predict_proba(X)[:, 1]) if task == "binary"
                    else (lambda m, X: m.predict(X)))
@@ -96,12 +83,8 @@ def fitters(task: str, cfg, l2: float) -> dict:
 
 def timed_fits(fit, X, y, repeats: int, threads: int):
     """(model, seconds of the first fit, median seconds of ``repeats`` more fits)."""
-    limit = contextlib.nullcontext()
-    if importlib.util.find_spec("threadpoolctl"):  # scikit-learn's OpenMP threads
-        from threadpoolctl import threadpool_limits
-        limit = threadpool_limits(limits=threads)
     seconds = []
-    with limit:
+    with thread_limit(threads):
         for _ in range(1 + repeats):
             model, fit_s = timed(fit, X, y)
             seconds.append(fit_s)

@@ -20,19 +20,19 @@ difference to jaxgbt at ``baseline`` with its standard error over the splits, th
 summary; writes every score to results.json.
 """
 
-import contextlib
-import importlib
-import importlib.util
 import statistics
 
 import numpy as np
 import pandas as pd
+from _anchors import anchor_model, categorical_columns, has_model, thread_limit
 from _runner import (
     SHARED_DATA,
     format_table,
     load_config,
     output_dir,
     print_table,
+    random_split,
+    read_dataset,
     timed,
     write_json,
 )
@@ -44,46 +44,9 @@ METRICS = {"binary": {"log loss": logloss, "AUC": auc},
            "multiclass": {"log loss": multi_logloss, "accuracy": accuracy},
            "regression": {"RMSE": rmse}}
 LOSSES = {"binary": "logistic", "multiclass": "softmax", "regression": "squared_error"}
-# library -> (module, classifier class, regressor class)
-ANCHORS = {"lightgbm": ("lightgbm", "LGBMClassifier", "LGBMRegressor"),
-           "catboost": ("catboost", "CatBoostClassifier", "CatBoostRegressor"),
-           "xgboost": ("xgboost", "XGBClassifier", "XGBRegressor"),
-           "sklearn-hgb": ("sklearn.ensemble", "HistGradientBoostingClassifier",
-                           "HistGradientBoostingRegressor")}
 
 
 # Data ----------------------------------------------------------------------------------------
-
-
-def load_dataset(spec: dict) -> tuple[pd.DataFrame, np.ndarray] | None:
-    """(X with its categorical columns as pandas ``category`` of strings, numeric label y),
-    or None when a file is missing."""
-    paths = [SHARED_DATA / name for name in spec["files"]]
-    if not all(path.exists() for path in paths):
-        return None
-    header = dict(header=None, names=spec["columns"]) if "columns" in spec else {}
-    frame = pd.concat([pd.read_csv(path, skipinitialspace=True, **header) for path in paths],
-                      ignore_index=True)
-    label = frame.pop(spec["target"])
-    frame = frame.drop(columns=spec.get("drop", []))
-    for name in frame.columns:
-        if name in spec.get("categorical", []) or not pd.api.types.is_numeric_dtype(frame[name]):
-            values = frame[name].astype(object).where(frame[name].notna(), None)
-            frame[name] = pd.Categorical([None if v is None else str(v) for v in values])
-        else:
-            frame[name] = frame[name].astype(np.float32)
-    if spec["task"] == "binary":
-        y = (label.astype(str) == spec["positive"]).to_numpy(np.float32)
-    elif spec["task"] == "multiclass":
-        y = np.unique(label.astype(str), return_inverse=True)[1].astype(np.int32)
-    else:
-        y = label.to_numpy(np.float64)
-        y = np.log(y) if spec.get("log_target") else y
-    return frame, y
-
-
-def categorical_columns(X: pd.DataFrame) -> list[str]:
-    return [name for name in X.columns if isinstance(X[name].dtype, pd.CategoricalDtype)]
 
 
 def ordinal(X: pd.DataFrame) -> pd.DataFrame:
@@ -93,21 +56,6 @@ def ordinal(X: pd.DataFrame) -> pd.DataFrame:
         codes = X[name].cat.codes.to_numpy().astype(np.float32)
         out[name] = np.where(codes < 0, np.nan, codes).astype(np.float32)
     return out
-
-
-def with_string_categories(X: pd.DataFrame) -> pd.DataFrame:
-    """CatBoost's input: categorical columns as strings, missing as the string "NA"."""
-    out = X.copy()
-    for name in categorical_columns(X):
-        out[name] = X[name].astype(object).where(X[name].notna(), "NA").astype(str)
-    return out
-
-
-def split(n_rows: int, seed: int, test_fraction: float) -> tuple[np.ndarray, np.ndarray]:
-    """(train rows, test rows) of one random split."""
-    order = np.random.default_rng(seed).permutation(n_rows)
-    test, train = np.split(order, [round(test_fraction * n_rows)])
-    return np.sort(train), np.sort(test)
 
 
 def encoding_key(X_train: pd.DataFrame, size: int) -> frozenset:
@@ -128,41 +76,14 @@ def jaxgbt_model(task: str, cfg: dict, **kwargs):
     return fit, lambda model, X: np.asarray(model.predict(X))
 
 
-def anchor_model(library: str, task: str, cat_names: list[str], cfg: dict):
-    """(fit, predict) of an anchor at its defaults but the tree budget, native categoricals."""
-    module, classifier, regressor = ANCHORS[library]
-    cls = getattr(importlib.import_module(module), regressor if task == "regression"
-                  else classifier)
-    T, D, rate, jobs, seed = (cfg[k] for k in ("n_trees", "depth", "learning_rate", "threads",
-                                               "seed"))
-    params = {"lightgbm": dict(n_estimators=T, max_depth=D, num_leaves=2**D, learning_rate=rate,
-                               n_jobs=jobs, random_state=seed, verbose=-1),
-              "catboost": dict(iterations=T, depth=D, learning_rate=rate, thread_count=jobs,
-                               random_seed=seed, verbose=0, allow_writing_files=False,
-                               cat_features=cat_names),
-              "xgboost": dict(n_estimators=T, max_depth=D, learning_rate=rate, n_jobs=jobs,
-                              tree_method="hist", enable_categorical=True, random_state=seed),
-              "sklearn-hgb": dict(max_iter=T, max_depth=D, max_leaf_nodes=2**D,
-                                  learning_rate=rate, early_stopping=False, random_state=seed,
-                                  categorical_features="from_dtype")}[library]
-    read = with_string_categories if library == "catboost" else (lambda X: X)
-
-    def predict(model, X):
-        if task == "regression":
-            return model.predict(read(X))
-        p = model.predict_proba(read(X))
-        return p[:, 1] if task == "binary" else p
-    return (lambda X, y: cls(**params).fit(read(X), y)), predict
-
-
 def models(task: str, X: pd.DataFrame, cfg: dict) -> dict:
     """name -> (fit, predict, one_hot_max_size or None, reads ordinal codes)."""
     out = {f"jaxgbt one-hot<={size}": (*jaxgbt_model(task, cfg, one_hot_max_size=size), size)
            for size in cfg["one_hot_sizes"]}
     out["jaxgbt ordinal"] = (*jaxgbt_model(task, cfg), None)
     for library in cfg["anchors"]:
-        if importlib.util.find_spec(ANCHORS[library][0].split(".")[0]) is not None:
-            out[library] = (*anchor_model(library, task, categorical_columns(X), cfg), None)
+        if has_model(library, task):
+            out[library] = (*anchor_model(library, task, cfg, categorical_columns(X)), None)
     return out
 
 
@@ -173,13 +94,9 @@ def run_dataset(spec: dict, X: pd.DataFrame, y: np.ndarray, cfg: dict) -> dict:
     """{model: [{metric: score, "fit_s": seconds or None} per split seed]}."""
     task, scores = spec["task"], {}
     X_ordinal = ordinal(X)
-    limit = contextlib.nullcontext()
-    if importlib.util.find_spec("threadpoolctl"):  # scikit-learn's OpenMP threads
-        from threadpoolctl import threadpool_limits
-        limit = threadpool_limits(limits=cfg["threads"])
-    with limit:
+    with thread_limit(cfg["threads"]):
         for seed in cfg["split_seeds"]:
-            train, test = split(len(y), seed, cfg["test_fraction"])
+            train, test = random_split(len(y), seed, cfg["test_fraction"])
             fitted = {}  # encoding key -> the scores of the model that encoded the split so
             for name, (fit, predict, size) in models(task, X, cfg).items():
                 data = X_ordinal if name == "jaxgbt ordinal" else X
@@ -204,7 +121,7 @@ def time_jaxgbt(spec: dict, X: pd.DataFrame, y: np.ndarray, cfg: dict) -> list[d
     """Fit seconds of jaxgbt on the first split for each encoding of it (each
     one_hot_max_size giving a new one, and ordinal): the median of ``timing_repeats`` fits
     after one that compiles, and the width of the matrix the trees split on."""
-    train, _ = split(len(y), cfg["split_seeds"][0], cfg["test_fraction"])
+    train, _ = random_split(len(y), cfg["split_seeds"][0], cfg["test_fraction"])
     rows, seen = [], set()
     for name, (fit, _, size) in models(spec["task"], X, {**cfg, "anchors": []}).items():
         data = (ordinal(X) if size is None else X).iloc[train]
@@ -262,11 +179,11 @@ def main(cfg: dict) -> dict:
     results, verdicts = {}, []
     for name in cfg["datasets"]:
         spec = cfg["data"][name]
-        data = load_dataset(spec)
+        data = read_dataset(spec)
         if data is None:
             print(f"\n{name}: data not found under {SHARED_DATA}; skipped")
             continue
-        X, y = data
+        X, y, _ = data
         levels = {c: int(X[c].nunique()) for c in categorical_columns(X)}
         scores = run_dataset(spec, X, y, cfg)
         rows = summary(spec["task"], scores, baseline)

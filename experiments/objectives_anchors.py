@@ -24,6 +24,7 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import numpy as np
+from _anchors import L2_NAMES, budget_params
 from _runner import SHARED_DATA, format_table, load_config, output_dir, write_json
 
 import jaxgbt
@@ -134,19 +135,10 @@ def jaxgbt_fit(cfg, loss: str, **extra):
 
 
 def anchor_params(library: str, cfg, l2: float, **extra) -> dict:
-    T, D, rate, jobs, seed = (cfg[k] for k in ("n_trees", "depth", "learning_rate", "threads",
-                                               "seed"))
-    common = {
-        "lightgbm": dict(n_estimators=T, max_depth=D, num_leaves=2**D, learning_rate=rate,
-                         reg_lambda=l2, n_jobs=jobs, random_state=seed, verbose=-1),
-        "xgboost": dict(n_estimators=T, max_depth=D, learning_rate=rate, reg_lambda=l2,
-                        tree_method="hist", n_jobs=jobs, random_state=seed),
-        "catboost": dict(iterations=T, depth=D, learning_rate=rate, l2_leaf_reg=l2,
-                         border_count=cfg["border_count"], grow_policy="SymmetricTree",
-                         thread_count=jobs, random_seed=seed, verbose=0,
-                         allow_writing_files=False),
-    }[library]
-    return {**common, **extra}
+    params = {**budget_params(library, cfg), L2_NAMES[library]: l2}
+    if library == "catboost":
+        params.update(border_count=cfg["border_count"], grow_policy="SymmetricTree")
+    return {**params, **extra}
 
 
 def anchor_fit(cfg, library: str, estimator: str, **extra):

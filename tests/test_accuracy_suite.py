@@ -1,0 +1,78 @@
+"""experiments/accuracy_suite.py's code path on a slice of one dataset: jaxgbt and one
+anchor, the table's columns, and bootstrap intervals that hold the point difference. Not an
+accuracy check: a few shallow trees on 200 rows."""
+
+import importlib.util
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+EXPERIMENTS = Path(__file__).resolve().parents[1] / "experiments"
+ANCHOR = next((library for library in ("lightgbm", "xgboost")
+               if importlib.util.find_spec(library) is not None), None)
+
+pytestmark = pytest.mark.skipif(ANCHOR is None, reason="neither lightgbm nor xgboost installed")
+
+
+@pytest.fixture(scope="module")
+def suite():
+    """The experiment scripts' modules, importable as the scripts import each other."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.syspath_prepend(str(EXPERIMENTS))
+        import _anchors
+        import accuracy_suite
+        yield accuracy_suite, _anchors
+
+
+@pytest.fixture(scope="module")
+def run(suite, tmp_path_factory):
+    accuracy_suite, _ = suite
+    cfg = accuracy_suite.load_config("accuracy_suite", argv=[
+        "--set", "n_trees=4", "--set", "depth=2", "--set", "learning_rate=0.3",
+        "--set", "split_seeds=[0, 1]", "--set", "n_resamples=40", "--set", "max_rows=200",
+        "--set", "threads=1", "--set", 'datasets=["breast_cancer"]',
+        "--set", f'anchors=["{ANCHOR}"]'])
+    cfg["output_dir"] = str(tmp_path_factory.mktemp("accuracy_suite"))
+    return cfg, accuracy_suite.main(cfg)
+
+
+def test_table_has_the_suite_columns_and_a_row_per_metric(run, suite):
+    accuracy_suite, _ = suite
+    _, out = run
+    lines = out["table"].splitlines()
+    header = [cell.strip() for cell in lines[0].strip("|").split("|")]
+    assert header == ["dataset", "task", "rows x features", "metric", "jaxgbt",
+                      accuracy_suite.ANCHOR_TITLES[ANCHOR], "best anchor",
+                      "jaxgbt - best [95% CI]", "within noise?"]
+    assert len(lines) == 2 + len(accuracy_suite.METRICS["binary"])
+    assert [row["metric"] for row in out["rows"]] == ["AUC", "log loss"]
+    assert {row["shape"] for row in out["rows"]} == {"200 x 30"}
+
+
+def test_bootstrap_interval_holds_the_point_difference(run):
+    _, out = run
+    for row in out["rows"]:
+        assert row["best_anchor"] == ANCHOR
+        assert row["difference"] == pytest.approx(row["jaxgbt"] - row[ANCHOR])
+        assert row["ci_low"] <= row["difference"] <= row["ci_high"]
+        assert row["verdict"] in ("win", "tie", "loss")
+
+
+def test_results_json_holds_each_split(run):
+    cfg, _ = run
+    saved = json.loads((Path(cfg["output_dir"]) / "results.json").read_text())
+    splits = saved["results"]["breast_cancer"]["splits"]
+    assert [split["seed"] for split in splits] == [0, 1]
+    assert set(splits[0]["scores"]["auc"]) == {"jaxgbt", ANCHOR}
+
+
+def test_bootstrap_weights_resample_rows_or_whole_queries(suite):
+    import _scores
+    weights = _scores.bootstrap_weights(6, 5, seed=0)
+    assert weights.shape == (5, 6) and np.all(weights[0] == 1)
+    assert np.all(weights.sum(axis=1) == 6)
+    group = np.array([0, 0, 1, 1, 1, 2])
+    by_query = _scores.bootstrap_weights(6, 5, seed=0, group=group)
+    assert np.all(by_query[:, 0] == by_query[:, 1]) and np.all(by_query[:, 2] == by_query[:, 4])
