@@ -183,6 +183,12 @@ def level_gains(hist: jax.Array, params: SplitParams, directions: int = 2) -> ja
                       _node_gains_by_direction(hist, params, directions=directions)], axis=-1)
 
 
+# Histograms of fewer (feature, node, bin) cells than this search both missing
+# directions without the branch below: their search is cheap, and the branch compiles
+# the search twice (tiny fits are mostly compilation).
+ONE_DIRECTION_MIN_CELLS = 2**17
+
+
 def _searched(hist: jax.Array, search: Callable[[int], Best]) -> Best:
     """``search(2)`` (both missing directions), or ``search(1)`` (missing-left alone)
     when no row of ``hist`` f32[b, n, B, 2K] is in a missing bin.
@@ -191,6 +197,8 @@ def _searched(hist: jax.Array, search: Callable[[int], Best]) -> Best:
     missing sums are 0), and ties go to missing-left, so the one direction finds the
     same split with half the work; data without NaN (most data) take that branch.
     """
+    if hist.shape[0] * hist.shape[1] * hist.shape[2] < ONE_DIRECTION_MIN_CELLS:
+        return search(2)
     return jax.lax.cond(jnp.any(hist[:, :, -1] != 0), lambda: search(2), lambda: search(1))
 
 
