@@ -42,15 +42,21 @@ from jaxgbt.data.chunks import Summary, cut_points, summarise
 from jaxgbt.data.dataset import Dataset, read_eval_set
 
 
-def _all_gathered(array: np.ndarray) -> np.ndarray:
-    """[P, ...]: ``array`` of each process (the same shape on all), in process order."""
+def _exchanged(exchange, array: np.ndarray) -> np.ndarray:
+    """``exchange(array)`` (a ``multihost_utils`` collective) as a NumPy array, a failed
+    exchange raised as an error that says what probably happened."""
     try:
-        return np.asarray(multihost_utils.process_allgather(array))
+        return np.asarray(exchange(array))
     except jax.errors.JaxRuntimeError as error:
         raise RuntimeError(
             "distributed=True: the processes of this run could not exchange their data; "
             "another process has probably failed or exited (see its output), or not every "
             f"process called fit with distributed=True. JAX said: {error}") from error
+
+
+def _all_gathered(array: np.ndarray) -> np.ndarray:
+    """[P, ...]: ``array`` of each process (the same shape on all), in process order."""
+    return _exchanged(multihost_utils.process_allgather, array)
 
 
 def _gathered(values: np.ndarray) -> np.ndarray:
@@ -60,13 +66,7 @@ def _gathered(values: np.ndarray) -> np.ndarray:
 
 def _from_first(array: np.ndarray) -> np.ndarray:
     """``array`` of process 0 on every process (the same shape and dtype on all)."""
-    try:
-        return np.asarray(multihost_utils.broadcast_one_to_all(array))
-    except jax.errors.JaxRuntimeError as error:
-        raise RuntimeError(
-            "distributed=True: the processes of this run could not exchange their data; "
-            "another process has probably failed or exited (see its output). "
-            f"JAX said: {error}") from error
+    return _exchanged(multihost_utils.broadcast_one_to_all, array)
 
 
 def from_first_process(arrays: Sequence[np.ndarray]) -> list[np.ndarray]:
