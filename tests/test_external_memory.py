@@ -94,6 +94,56 @@ def test_parquet_files_row_group_by_row_group(rows, in_memory, tmp_path):
         jaxgbt.ChunkedData.from_parquet(paths, label="nope")
 
 
+def _frame(X, y, weight, rows, library):
+    pd = pytest.importorskip(library)
+    columns = {f"x{j}": X[rows, j] for j in range(X.shape[1])}
+    return pd.DataFrame({**columns, "target": y[rows], "w": weight[rows]})
+
+
+@pytest.mark.parametrize("library", ["pandas", "polars"])
+def test_frames_with_their_label_column_give_the_in_memory_model(rows, in_memory, library):
+    X, y, weight = rows
+    parts = np.array_split(np.arange(N_ROWS), 4)
+    frames = [_frame(X, y, weight, part, library) for part in parts]
+    source = jaxgbt.ChunkedData.from_frames(lambda: iter(frames), label="target",
+                                           columns=[f"x{j}" for j in range(X.shape[1])])
+    assert_same_model(jaxgbt.fit("squared_error", source, None, **SMALL), in_memory)
+    weighted = jaxgbt.ChunkedData.from_frames(lambda: iter(frames), label="target", weight="w")
+    model = jaxgbt.fit("squared_error", weighted, None, **SMALL)
+    assert_same_model(model, jaxgbt.fit("squared_error", X, y, sample_weight=weight, **SMALL))
+    assert model.feature_names == tuple(f"x{j}" for j in range(X.shape[1]))
+    assert list(frames[0].columns)[-2:] == ["target", "w"]  # the frames are left whole
+
+
+def test_frames_name_the_chunk_that_lacks_a_column(rows):
+    X, y, weight = rows
+    good = _frame(X, y, weight, np.arange(100), "pandas")
+    bad = good.drop(columns=["target"])
+    source = jaxgbt.ChunkedData.from_frames(lambda: [good, bad], label="target")
+    with pytest.raises(ValueError, match="label='target' is not a column of chunk 1"):
+        jaxgbt.fit("squared_error", source, None, **SMALL)
+    with pytest.raises(TypeError, match="must be a DataFrame"):
+        jaxgbt.fit("squared_error", jaxgbt.ChunkedData.from_frames(lambda: [X], label="y"),
+                   None, **SMALL)
+    with pytest.raises(TypeError, match="a function returning an iterable of DataFrames"):
+        jaxgbt.ChunkedData.from_frames([good], label="target")
+
+
+def test_dask_partitions_one_at_a_time_give_the_in_memory_model(rows, in_memory):
+    dd = pytest.importorskip("dask.dataframe")
+    X, y, weight = rows
+    frame = dd.from_pandas(_frame(X, y, weight, np.arange(N_ROWS), "pandas"), npartitions=3)
+    names = [f"x{j}" for j in range(X.shape[1])]
+    model = jaxgbt.fit("squared_error",
+                       jaxgbt.ChunkedData.from_dask(frame, label="target", columns=names),
+                       None, **SMALL)
+    assert_same_model(model, in_memory)
+    with pytest.raises(ValueError, match="weight='nope' is not a column of the Dask DataFrame"):
+        jaxgbt.ChunkedData.from_dask(frame, label="target", weight="nope")
+    with pytest.raises(TypeError, match="takes a dask.dataframe.DataFrame"):
+        jaxgbt.ChunkedData.from_dask(X, label="target")
+
+
 def test_parquet_text_column_is_refused(tmp_path):
     pa = pytest.importorskip("pyarrow")
     pq = pytest.importorskip("pyarrow.parquet")

@@ -203,19 +203,96 @@ class ChunkedData:
             os.fspath(p) for p in paths]
         if not paths:
             raise ValueError("ChunkedData.from_parquet needs at least one file; got none.")
-        schema = _parquet_names(paths[0])
-        for name, what in ((label, "label"), (weight, "weight")):
-            if name is not None and name not in schema:
-                raise ValueError(f"{what}={name!r} is not a column of {paths[0]}; its "
-                                 f"columns are {schema}.")
-        features = tuple(c for c in schema if c not in (label, weight)) if columns is None \
-            else tuple(columns)
-        missing = [c for c in features if c not in schema]
-        if missing or not features:
-            raise ValueError(f"columns {missing or []} are not in {paths[0]} (or no feature "
-                             f"column is left); its columns are {schema}.")
+        features = _named_columns(_parquet_names(paths[0]), label, weight, columns, paths[0])
         return cls(lambda: _parquet_chunks(paths, features, label, weight), features,
                    cache_dir, f"Parquet files {paths[:3]}{' ...' if len(paths) > 3 else ''}")
+
+
+    @classmethod
+    def from_frames(cls, frames_of: Callable[[], Iterable], *, label: str,
+                    weight: str | None = None, columns: Sequence[str] | None = None,
+                    cache_dir: str | os.PathLike | None = None,
+                    description: str = "DataFrame chunks") -> "ChunkedData":
+        """DataFrame chunks that hold their label (and weight) as columns.
+
+        For sources that yield whole frames: a Ray Dataset's
+        ``lambda: dataset.iter_batches(batch_format="pandas")``, database cursors,
+        CSV files read with ``pandas.read_csv(..., chunksize=...)``.
+
+        Args:
+          frames_of: a function of no arguments returning a fresh iterable of
+            DataFrames (pandas, polars or pyarrow), each with the feature columns and
+            the label (and weight) column; every call gives the same rows in order.
+          label: the label column's name.
+          weight: the sample-weight column's name, or None.
+          columns: the feature columns, or None for every column but the label and
+            the weight (in the first frame's order; every frame must have them).
+          cache_dir: as for ``ChunkedData``.
+          description: how the source is shown in messages.
+        """
+        if not callable(frames_of):
+            raise TypeError("ChunkedData.from_frames takes a function returning an iterable "
+                            f"of DataFrames (so the frames can be read twice); got "
+                            f"{type(frames_of).__name__}.")
+        features = None if columns is None else tuple(columns)
+        return cls(lambda: _frame_chunks(frames_of(), features, label, weight, description),
+                   features, cache_dir, description)
+
+    @classmethod
+    def from_dask(cls, frame, *, label: str, weight: str | None = None,
+                  columns: Sequence[str] | None = None,
+                  cache_dir: str | os.PathLike | None = None) -> "ChunkedData":
+        """A Dask DataFrame, read one partition at a time (``frame.partitions[i]``
+        computed, in order), so at most one partition is in memory.
+
+        Args:
+          frame: a ``dask.dataframe.DataFrame``.
+          label, weight, columns, cache_dir: as for ``from_frames``.
+        """
+        names = [str(c) for c in getattr(frame, "columns", ())]
+        if not hasattr(frame, "npartitions") or not hasattr(frame, "partitions"):
+            raise TypeError("ChunkedData.from_dask takes a dask.dataframe.DataFrame; got "
+                            f"{type(frame).__name__}.")
+        features = _named_columns(names, label, weight, columns, "the Dask DataFrame")
+        return cls.from_frames(
+            lambda: (frame.partitions[i].compute() for i in range(frame.npartitions)),
+            label=label, weight=weight, columns=features, cache_dir=cache_dir,
+            description=f"a Dask DataFrame of {frame.npartitions} partitions")
+
+
+def _named_columns(names: Sequence[str], label: str, weight: str | None,
+                   columns: Sequence[str] | None, where: str) -> tuple[str, ...]:
+    """The feature columns of a source with columns ``names``: ``columns``, or every
+    column but the label and the weight. Raises ValueError naming what is missing."""
+    for name, what in ((label, "label"), (weight, "weight")):
+        if name is not None and name not in names:
+            raise ValueError(f"{what}={name!r} is not a column of {where}; its columns are "
+                             f"{list(names)}.")
+    features = tuple(c for c in names if c not in (label, weight)) if columns is None \
+        else tuple(columns)
+    missing = [c for c in features if c not in names]
+    if missing or not features:
+        raise ValueError(f"columns {missing} are not in {where} (or no feature column is "
+                         f"left); its columns are {list(names)}.")
+    return features
+
+
+def _frame_chunks(frames_iterable: Iterable, features: tuple[str, ...] | None, label: str,
+                  weight: str | None, description: str) -> Iterator[tuple]:
+    """(X narwhals-native frame, y, weight or None) per DataFrame of ``frames_iterable``."""
+    import narwhals.stable.v2 as nw
+
+    for i, native in enumerate(frames_iterable):
+        try:
+            frame = nw.from_native(native, eager_only=True)
+        except TypeError:
+            raise TypeError(f"chunk {i} of {description} must be a DataFrame (pandas, polars "
+                            f"or pyarrow); got {type(native).__name__}.") from None
+        wanted = _named_columns([str(c) for c in frame.columns], label, weight, features,
+                                f"chunk {i} of {description}")
+        y = frame.get_column(label).to_numpy()
+        w = None if weight is None else frame.get_column(weight).to_numpy()
+        yield frame.select(list(wanted)).to_native(), y, w
 
 
 def _parquet_names(path: str) -> list[str]:
