@@ -49,19 +49,30 @@ def _expected_failed_checks(estimator) -> dict:
     return EXPECTED_FAILED_CHECKS[type(estimator).__name__]
 
 
+def _run_check(estimator, check) -> None:
+    """Runs one of scikit-learn's checks; a check jaxgbt fails on purpose is reported as
+    an expected failure without running: each fits dozens of weighted variants (about 30 s
+    of the suite's time for the six) only to fail for the reason given."""
+    name = getattr(check, "func", check).__name__
+    reason = _expected_failed_checks(estimator).get(name)
+    if reason is not None:
+        pytest.xfail(reason)
+    check(estimator)
+
+
 # The regressor's checks run by default; the classifier's and ranker's, which share its
 # validation and fit code, take about two minutes more (docs/sklearn.md) and are slow.
 @parametrize_with_checks([JaxGBTRegressor(**CHECKED)],
                          expected_failed_checks=_expected_failed_checks, xfail_strict=True)
 def test_regressor_passes_sklearn_checks(estimator, check):
-    check(estimator)
+    _run_check(estimator, check)
 
 
 @pytest.mark.slow
 @parametrize_with_checks([JaxGBTClassifier(**CHECKED), JaxGBTRanker(**CHECKED)],
                          expected_failed_checks=_expected_failed_checks, xfail_strict=True)
 def test_classifier_and_ranker_pass_sklearn_checks(estimator, check):
-    check(estimator)
+    _run_check(estimator, check)
 
 
 def test_expected_failures_are_documented():
