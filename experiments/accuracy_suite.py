@@ -315,7 +315,8 @@ def main(cfg: dict) -> dict:
     variants_markdown = (variant_table(rows, variants, cfg["confidence"]) + "\n\n"
                          + variant_summary(rows, variants, cfg["variants"])) if variants else ""
     load = os.getloadavg()[0]
-    print(f"\n{markdown}\n\n{variants_markdown}\n\n({len(cfg['split_seeds'])} split seeds, "
+    print(f"\n{markdown}\n\n" + (f"{variants_markdown}\n\n" if variants else "")
+          + f"({len(cfg['split_seeds'])} split seeds, "
           f"{cfg['n_trees']} trees, {cfg['n_resamples']} bootstrap resamples; "
           f"{time.perf_counter() - started:.0f} s, load average {load:.1f} at the end)",
           flush=True)
