@@ -1,7 +1,8 @@
 """Accuracy suite: jaxgbt at its defaults against XGBoost, LightGBM, CatBoost and
 scikit-learn's HistGradientBoosting on every real dataset, with bootstrap intervals.
 
-Run: .venv/bin/python experiments/accuracy_suite.py [--quick] [--set key=value]
+Run: .venv/bin/python experiments/accuracy_suite.py [--quick] [--run-variants all]
+     [--set key=value]
 
 Each dataset of configs/accuracy_suite.toml (the real sets under ../shared/data and those
 shipped with scikit-learn) is split at random into train and test once per split seed
@@ -21,6 +22,13 @@ for ranking): the same resample of each split's test rows scores both models, an
 resampled differences are averaged over the splits. jaxgbt is within noise where the
 interval holds 0 or lies on jaxgbt's better side. Prints one markdown table
 (docs/accuracy.md) and writes it with every score to results.json.
+
+Variants: the config's ``[variants]`` table names sets of ``jaxgbt.fit`` settings
+(``l2_3 = {l2 = 3.0}``); those listed in ``run_variants`` (``--run-variants l2_3,poisson``,
+``--run-variants all``) are fitted on the same splits as jaxgbt's defaults, and a second table
+gives each one's mean and its paired difference to the defaults, with the same bootstrap
+interval, plus a line per variant counting the rows it is better, level or worse on.
+``--set anchors=[]`` leaves the anchors out (jaxgbt and its variants only).
 """
 
 import os
@@ -56,22 +64,51 @@ METRIC_TITLES = {"auc": "AUC", "logloss": "log loss", "accuracy": "accuracy",
                  "concordance_index": "C-index"}
 ANCHOR_TITLES = {"xgboost": "XGBoost", "lightgbm": "LightGBM", "catboost": "CatBoost",
                  "sklearn-hgb": "sklearn HGB"}
+# jaxgbt.fit settings that act only on categorical columns: a variant of these alone is the
+# defaults' model on a set without categorical columns, so it is not fitted there
+CATEGORICAL_SETTINGS = {"one_hot_max_size"}
+VERDICT_WORDS = {"win": "better", "tie": "level", "loss": "worse"}
 
 
-def jaxgbt_model(task: str, cfg: dict, cat_names: list[str]) -> Model:
-    """jaxgbt with its defaults but the budget; the categorical columns named."""
+def jaxgbt_model(task: str, cfg: dict, cat_names: list[str], settings=None) -> Model:
+    """jaxgbt with its defaults but the budget and ``settings`` (more ``jaxgbt.fit``
+    keyword arguments, a variant's); the categorical columns named."""
     def fit(X, y, group=None):
         return jaxgbt.fit(LOSSES[task], X, y, n_trees=cfg["n_trees"], depth=cfg["depth"],
                           learning_rate=cfg["learning_rate"],
-                          categorical_features=cat_names or None, group=group)
+                          categorical_features=cat_names or None, group=group,
+                          **(settings or {}))
 
     return Model(fit, lambda model, X: np.asarray(model.predict(X)))
 
 
+def variant_names(cfg: dict) -> list[str]:
+    """The variants to run: ``cfg["run_variants"]`` (names, or ``["all"]``) from
+    ``cfg["variants"]``."""
+    defined, chosen = cfg.get("variants", {}), list(cfg.get("run_variants", []))
+    if chosen == ["all"]:
+        return list(defined)
+    unknown = [name for name in chosen if name not in defined]
+    if unknown:
+        raise SystemExit(f"run_variants: {unknown} not in the config's [variants] table "
+                         f"({sorted(defined)}); add them there or pick from it.")
+    return chosen
+
+
+def variant_key(name: str) -> str:
+    """A variant's name among the libraries of a split's scores."""
+    return f"jaxgbt {name}"
+
+
 def models(task: str, X: pd.DataFrame, cfg: dict) -> dict[str, Model]:
-    """jaxgbt, then each anchor of ``cfg["anchors"]`` that is installed and has the task."""
+    """jaxgbt, its variants (``variant_names``) that can change its model on X, then each
+    anchor of ``cfg["anchors"]`` that is installed and has the task."""
     cat_names = categorical_columns(X)
     out = {"jaxgbt": jaxgbt_model(task, cfg, cat_names)}
+    for name in variant_names(cfg):
+        settings = cfg["variants"][name]
+        if cat_names or not set(settings) <= CATEGORICAL_SETTINGS:
+            out[variant_key(name)] = jaxgbt_model(task, cfg, cat_names, settings)
     for library in cfg["anchors"]:
         if has_model(library, task):
             out[library] = anchor_model(library, task, cfg, cat_names)
@@ -105,8 +142,16 @@ def run_split(task: str, data, seed: int, cfg: dict) -> dict:
     with thread_limit(cfg["threads"]):
         for library, model in models(task, X, cfg).items():
             start = time.perf_counter()
-            fitted = model.fit(X.iloc[train], y[train],
-                               None if group is None else group[train])
+            try:
+                fitted = model.fit(X.iloc[train], y[train],
+                                   None if group is None else group[train])
+            except ValueError as error:
+                if library in ("jaxgbt", *cfg["anchors"]):
+                    raise
+                # a variant jaxgbt refuses for this task (e.g. ordered boosting of a
+                # ranking loss): raised before anything is traced, its cells stay empty
+                print(f"  {library} refused on this task: {error}", flush=True)
+                continue
             out["fit_s"][library] = time.perf_counter() - start
             prediction = model.predict(fitted, X.iloc[test])
             for metric in METRICS[task]:
@@ -115,9 +160,24 @@ def run_split(task: str, data, seed: int, cfg: dict) -> dict:
     return out
 
 
+def paired_difference(scores, reference, higher: bool, confidence: float) -> dict:
+    """The difference of two models' scores, each f64[R] (the test set, then its resamples
+    averaged over the splits), at the test set, its central ``confidence`` bootstrap
+    interval, and the verdict: "win" (the interval lies on ``scores``' better side),
+    "loss" (on its worse side) or "tie"."""
+    difference = scores - reference
+    low, high = percentile_interval(difference[1:], confidence)
+    better = low > 0 if higher else high < 0
+    worse = high < 0 if higher else low > 0
+    return dict(difference=difference[0], ci_low=low, ci_high=high,
+                verdict="win" if better else "loss" if worse else "tie")
+
+
 def summary_rows(name: str, spec: dict, data, splits: list[dict], cfg: dict) -> list[dict]:
     """One table row per metric: each library's mean over the splits, the best anchor, the
-    difference jaxgbt - best anchor and its 95% paired bootstrap interval, the verdict."""
+    difference jaxgbt - best anchor and its 95% paired bootstrap interval, the verdict;
+    under "variants", each variant's mean, difference to jaxgbt's defaults, interval and
+    verdict, and its fit seconds summed over the splits."""
     X, y, _ = data
     task, rows = spec["task"], []
     n_cat = len(categorical_columns(X))
@@ -127,17 +187,20 @@ def summary_rows(name: str, spec: dict, data, splits: list[dict], cfg: dict) -> 
         libraries = splits[0][metric]
         mean = {lib: np.mean([split[metric][lib] for split in splits], axis=0)
                 for lib in libraries}  # f64[R] each: resamples averaged over the splits
-        anchors = [lib for lib in libraries if lib != "jaxgbt"]
+        anchors = [lib for lib in libraries if lib in cfg["anchors"]]
         row = dict(dataset=name, task=task, shape=shape, metric=METRIC_TITLES[metric],
-                   higher_is_better=higher, **{lib: mean[lib][0] for lib in libraries})
+                   higher_is_better=higher,
+                   **{lib: mean[lib][0] for lib in ("jaxgbt", *anchors)},
+                   jaxgbt_fit_s=sum(split["fit_s"]["jaxgbt"] for split in splits))
         if anchors:
             best = (max if higher else min)(anchors, key=lambda lib: mean[lib][0])
-            difference = mean["jaxgbt"] - mean[best]
-            low, high = percentile_interval(difference[1:], cfg["confidence"])
-            better = low > 0 if higher else high < 0
-            worse = high < 0 if higher else low > 0
-            row.update(best_anchor=best, difference=difference[0], ci_low=low, ci_high=high,
-                       verdict="win" if better else "loss" if worse else "tie")
+            row.update(best_anchor=best, **paired_difference(mean["jaxgbt"], mean[best],
+                                                             higher, cfg["confidence"]))
+        row["variants"] = {
+            variant: dict(mean=mean[key][0], fit_s=sum(split["fit_s"][key] for split in splits),
+                          **paired_difference(mean[key], mean["jaxgbt"], higher,
+                                              cfg["confidence"]))
+            for variant in variant_names(cfg) if (key := variant_key(variant)) in libraries}
         rows.append(row)
     return rows
 
@@ -167,6 +230,50 @@ def table(rows: list[dict], anchors: list[str], confidence: float, digits: int =
         ("best anchor", lambda r: ANCHOR_TITLES.get(r.get("best_anchor")), ""),
         (f"jaxgbt - best [{confidence:.0%} CI]", difference, ""),
         ("within noise?", within, "")])
+
+
+def variant_table(rows: list[dict], variants: list[str], confidence: float,
+                  digits: int = 4) -> str:
+    """The markdown table of each variant against jaxgbt's defaults, a row per (dataset,
+    metric) of ``summary_rows``: the defaults' mean, then per variant its mean, its
+    difference to the defaults with the ``confidence`` interval, and better / level /
+    worse (an empty cell: not run on that set)."""
+    def cell(variant):
+        def text(row):
+            if variant not in row["variants"]:
+                return None
+            v = row["variants"][variant]
+            return (f"{v['mean']:.{digits}f}: {v['difference']:+.{digits}f} "
+                    f"[{v['ci_low']:+.{digits}f}, {v['ci_high']:+.{digits}f}] "
+                    f"{VERDICT_WORDS[v['verdict']]}")
+        return text
+
+    return format_table(rows, [
+        ("dataset", "dataset", ""),
+        ("metric", lambda r: f"{r['metric']} ({'higher' if r['higher_is_better'] else 'lower'}"
+                             " is better)", ""),
+        ("jaxgbt defaults", lambda r: f"{r['jaxgbt']:.{digits}f}", ""),
+        *((f"{variant}: mean, - defaults [{confidence:.0%} CI]", cell(variant), "")
+          for variant in variants)])
+
+
+def variant_summary(rows: list[dict], variants: list[str], settings: dict) -> str:
+    """One line per variant: its settings, how many rows it is better, level or worse on,
+    and its fit seconds against the defaults' on the same sets."""
+    lines = []
+    for variant in variants:
+        ran = [row for row in rows if variant in row["variants"]]
+        counts = {verdict: sum(row["variants"][variant]["verdict"] == verdict for row in ran)
+                  for verdict in VERDICT_WORDS}
+        # a dataset's fit seconds once, from its first metric's row
+        firsts = [row for i, row in enumerate(ran)
+                  if i == 0 or (ran[i - 1]["dataset"] != row["dataset"])]
+        fit_s = sum(row["variants"][variant]["fit_s"] for row in firsts)
+        default_s = sum(row["jaxgbt_fit_s"] for row in firsts)
+        lines.append(f"- {variant} {settings[variant]}: better on {counts['win']}, level on "
+                     f"{counts['tie']}, worse on {counts['loss']} of {len(ran)} rows; fits "
+                     f"{fit_s:.0f} s against the defaults' {default_s:.0f} s on those sets")
+    return "\n".join(lines)
 
 
 def run_dataset(name: str, spec: dict, cfg: dict):
@@ -204,13 +311,19 @@ def main(cfg: dict) -> dict:
                                  for metric in METRICS[spec["task"]]})
                     for seed, split in zip(cfg["split_seeds"], splits, strict=True)])
     markdown = table(rows, cfg["anchors"], cfg["confidence"])
+    variants = variant_names(cfg)
+    variants_markdown = (variant_table(rows, variants, cfg["confidence"]) + "\n\n"
+                         + variant_summary(rows, variants, cfg["variants"])) if variants else ""
     load = os.getloadavg()[0]
-    print(f"\n{markdown}\n\n({len(cfg['split_seeds'])} split seeds, {cfg['n_trees']} trees, "
-          f"{cfg['n_resamples']} bootstrap resamples; {time.perf_counter() - started:.0f} s, "
-          f"load average {load:.1f} at the end)", flush=True)
+    print(f"\n{markdown}\n\n" + (f"{variants_markdown}\n\n" if variants else "")
+          + f"({len(cfg['split_seeds'])} split seeds, "
+          f"{cfg['n_trees']} trees, {cfg['n_resamples']} bootstrap resamples; "
+          f"{time.perf_counter() - started:.0f} s, load average {load:.1f} at the end)",
+          flush=True)
     write_json(output_dir(cfg) / "results.json",
-               dict(config=cfg, table=markdown, results=results))
-    return dict(table=markdown, rows=rows, results=results)
+               dict(config=cfg, table=markdown, variants_table=variants_markdown,
+                    results=results))
+    return dict(table=markdown, variants_table=variants_markdown, rows=rows, results=results)
 
 
 if __name__ == "__main__":
@@ -218,4 +331,7 @@ if __name__ == "__main__":
     # load (lazily, after this): on cores shared with other work, spinning waits made their
     # 2-thread fits up to 10 times slower. Scores do not depend on it.
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-    main(load_config("accuracy_suite", doc=__doc__))
+    main(load_config("accuracy_suite", doc=__doc__, overrides={"run_variants": dict(
+        type=lambda names: names.split(","), metavar="NAME,NAME",
+        help="variants of the config's [variants] table to fit beside jaxgbt's defaults "
+             "(comma-separated), or all")}))

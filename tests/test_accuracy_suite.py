@@ -1,6 +1,6 @@
-"""experiments/accuracy_suite.py's code path on a slice of one dataset: jaxgbt and one
-anchor, the table's columns, and bootstrap intervals that hold the point difference. Not an
-accuracy check: a few shallow trees on 200 rows."""
+"""experiments/accuracy_suite.py's code path on a slice of one dataset: jaxgbt, one variant
+of it and one anchor, the tables' columns, and bootstrap intervals that hold the point
+difference. Not an accuracy check: a few shallow trees on 200 rows."""
 
 import importlib.util
 import json
@@ -33,7 +33,8 @@ def run(suite, tmp_path_factory):
         "--set", "n_trees=4", "--set", "depth=2", "--set", "learning_rate=0.3",
         "--set", "split_seeds=[0, 1]", "--set", "n_resamples=40", "--set", "max_rows=200",
         "--set", "threads=1", "--set", 'datasets=["breast_cancer"]',
-        "--set", f'anchors=["{ANCHOR}"]'])
+        "--set", f'anchors=["{ANCHOR}"]', "--set", "variants={l2_3 = {l2 = 3.0}}",
+        "--set", 'run_variants=["l2_3"]'])
     cfg["output_dir"] = str(tmp_path_factory.mktemp("accuracy_suite"))
     return cfg, accuracy_suite.main(cfg)
 
@@ -65,7 +66,36 @@ def test_results_json_holds_each_split(run):
     saved = json.loads((Path(cfg["output_dir"]) / "results.json").read_text())
     splits = saved["results"]["breast_cancer"]["splits"]
     assert [split["seed"] for split in splits] == [0, 1]
-    assert set(splits[0]["scores"]["auc"]) == {"jaxgbt", ANCHOR}
+    assert set(splits[0]["scores"]["auc"]) == {"jaxgbt", "jaxgbt l2_3", ANCHOR}
+
+
+def test_variant_table_has_a_column_per_variant_and_a_summary_line(run):
+    _, out = run
+    table, summary = out["variants_table"].split("\n\n")
+    lines = table.splitlines()
+    header = [cell.strip() for cell in lines[0].strip("|").split("|")]
+    assert header == ["dataset", "metric", "jaxgbt defaults",
+                      "l2_3: mean, - defaults [95% CI]"]
+    assert len(lines) == 2 + 2
+    assert summary.startswith("- l2_3 {'l2': 3.0}: better on ")
+    assert "of 2 rows" in summary
+
+
+def test_variant_interval_holds_its_difference_to_the_defaults(run):
+    _, out = run
+    for row in out["rows"]:
+        variant = row["variants"]["l2_3"]
+        assert variant["difference"] == pytest.approx(variant["mean"] - row["jaxgbt"])
+        assert variant["ci_low"] <= variant["difference"] <= variant["ci_high"]
+        assert variant["verdict"] in ("win", "tie", "loss")
+        assert variant["fit_s"] > 0
+
+
+def test_unknown_variant_name_is_refused(suite):
+    accuracy_suite, _ = suite
+    with pytest.raises(SystemExit, match="not in the config's"):
+        accuracy_suite.variant_names({"variants": {"l2_3": {"l2": 3.0}},
+                                      "run_variants": ["l2_5"]})
 
 
 def test_bootstrap_weights_resample_rows_or_whole_queries(suite):

@@ -55,7 +55,7 @@ def frame_model():
 
 # Continuing a model (init_model) ----------------------------------------------------------
 
-ADULT_FIT = dict(depth=4, learning_rate=0.2, n_bins=64)
+ADULT_FIT = dict(depth=4, learning_rate=0.2, n_bins=64, one_hot_max_size=4)  # both encodings
 
 
 @pytest.fixture(scope="module")
