@@ -5,6 +5,10 @@ import os
 # Tests compile in memory only: a shared on-disk cache would tie one run to another
 # (tests/test_compile_cache.py checks the cache in processes of its own).
 os.environ.setdefault("JAXGBT_COMPILATION_CACHE", "0")
+# The anchors (LightGBM, XGBoost, scikit-learn) wait for work by spinning their OpenMP
+# threads, which takes the cores from the other test worker's compilations; sleeping
+# waits change no result. Read when OpenMP starts, so set before any anchor is imported.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import jax  # noqa: E402
 

@@ -533,7 +533,7 @@ def test_adult_matches_catboost_within_one_percent():
         ours.append(scores(model.predict(test)))
         reference = catboost.CatBoostClassifier(
             iterations=300, depth=6, learning_rate=0.1, l2_leaf_reg=1.0, random_seed=seed,
-            cat_features=ADULT_CATEGORICAL, verbose=0, thread_count=4)
+            cat_features=ADULT_CATEGORICAL, verbose=0, thread_count=2)
         # CatBoost takes missing categories as a string of their own.
         filled = {c: "NA" for c in ADULT_CATEGORICAL}
         reference.fit(train.fillna(filled), y_train)
