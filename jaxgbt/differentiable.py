@@ -228,7 +228,8 @@ def _soft_raw(model: Booster, X: jax.Array, temperature: jax.Array) -> jax.Array
             jnp.broadcast_to(temperature, feature.shape))
         weights = _soft_leaf_weights(X[:, feature], threshold, default_left, level_temperature,
                                      model.layout)
-        return total + jnp.einsum("nsl,slk->nk", weights, leaf_value), None
+        return total + jnp.einsum("nsl,slk->nk", weights, leaf_value,
+                                  precision=jax.lax.Precision.HIGHEST), None
 
     start = jnp.broadcast_to(model.base_score.astype(dtype), (X.shape[0], model.n_outputs))
     total, _ = lax.scan(step, start, steps)

@@ -183,7 +183,7 @@ def oob_predict(model: Booster, X, counts: jax.Array) -> jax.Array:
                                                    axis=1)  # [T, N, K]
     out_of_bag = (counts == 0).astype(jnp.float32)  # [T, N]
     n_oob = jnp.sum(out_of_bag, axis=0)  # [N]
-    total = jnp.einsum("tn,tnk->nk", out_of_bag, per_tree)
+    total = jnp.einsum("tn,tnk->nk", out_of_bag, per_tree, precision=jax.lax.Precision.HIGHEST)
     mean = model.base_score[None] + total / jnp.maximum(n_oob, 1.0)[:, None]
     mean = jnp.where((n_oob > 0)[:, None], mean, jnp.nan)
     return mean if model.vector_output else mean[:, 0]

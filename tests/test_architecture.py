@@ -139,3 +139,38 @@ def test_the_layer_rules_catch_an_upward_import():
     tree = ast.parse("from jaxgbt.fitting import fit\n")
     assert _imports("jaxgbt.core.tree", tree) == {"jaxgbt.fitting"}
     assert _layer(_unit("jaxgbt.fitting")) > _layer(_unit("jaxgbt.core.tree"))
+
+
+# Matrix products that XLA may run in reduced precision on accelerators: on NVIDIA GPUs
+# a float32 product at the default precision multiplies in TF32 (10-bit mantissas), which
+# moved base scores and SHAP values by 1e-4 relative there. Every such product in the
+# package asks for full float32 precision (``precision=jax.lax.Precision.HIGHEST``);
+# NumPy's host-side products are written ``np.matmul`` so that ``@`` never needs a look.
+PRODUCTS = {"einsum", "matmul", "dot", "tensordot", "inner", "vdot", "dot_general"}
+
+
+def _unprecise_products(tree: ast.Module) -> list[int]:
+    """Lines of ``a @ b`` and of jnp/lax products called without ``precision=``."""
+    lines = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.MatMult):
+            lines.append(node.lineno)
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+              and node.func.attr in PRODUCTS
+              and isinstance(node.func.value, ast.Name) and node.func.value.id in {"jnp", "lax"}
+              and not any(k.arg == "precision" for k in node.keywords)):
+            lines.append(node.lineno)
+    return lines
+
+
+def test_products_ask_for_full_precision():
+    found = {name: lines for name, tree in MODULES.items()
+             if (lines := _unprecise_products(tree))}
+    assert not found, f"products without precision=jax.lax.Precision.HIGHEST: {found}"
+
+
+def test_the_precision_rule_catches_a_default_product():
+    source = "c = weight @ g\nd = jnp.einsum('ij,j', a, b)\n"
+    assert _unprecise_products(ast.parse(source)) == [1, 2]
+    assert not _unprecise_products(ast.parse(
+        "d = jnp.einsum('ij,j', a, b, precision=jax.lax.Precision.HIGHEST)\n"))

@@ -400,7 +400,7 @@ def fit_encoder(declared: Declared, X: np.ndarray, targets, why_no_targets, weig
     offset, stats_rows, ordered = 0, [], {}
     rng = np.random.default_rng([seed, 0xCA7])
     permutation = rng.permutation(n_rows) if needs_stats else None
-    prior = (weight @ targets / weight.sum()) if needs_stats else None
+    prior = (np.matmul(weight, targets) / weight.sum()) if needs_stats else None
     stats_offset = 0
     position = {j: i for i, j in enumerate(declared.categorical)}
     for j in range(n_features):

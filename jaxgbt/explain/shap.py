@@ -163,7 +163,8 @@ def expected_value(paths: TreePaths, base_score: jax.Array) -> jax.Array:
     """f32[K]: E[f(x)] under the trees' covers, the margin of the empty coalition: the base
     score plus each tree's cover-weighted mean leaf value."""
     reach = jnp.prod(paths.zero, axis=-1)  # [T, L]: the leaf's share of its tree's cover
-    return base_score.astype(jnp.float32) + jnp.einsum("tl,tlk->k", reach, paths.value)
+    return base_score.astype(jnp.float32) + jnp.einsum("tl,tlk->k", reach, paths.value,
+                                                        precision=jax.lax.Precision.HIGHEST)
 
 
 def _product_coefficients(zero: jax.Array, one: jax.Array) -> list[jax.Array]:
@@ -251,8 +252,10 @@ def _slot_values(paths_tree: TreePaths, one: jax.Array, interactions: bool) -> j
     pair), for R rows whose merged ones are ``one`` f32[R, L, D]."""
     zero = jnp.broadcast_to(paths_tree.zero, one.shape)
     if interactions:
-        return jnp.einsum("rlde,lk->rldek", interaction_weights(zero, one), paths_tree.value)
-    return jnp.einsum("rld,lk->rldk", shapley_weights(zero, one), paths_tree.value)
+        return jnp.einsum("rlde,lk->rldek", interaction_weights(zero, one), paths_tree.value,
+                          precision=jax.lax.Precision.HIGHEST)
+    return jnp.einsum("rld,lk->rldk", shapley_weights(zero, one), paths_tree.value,
+                      precision=jax.lax.Precision.HIGHEST)
 
 
 def _leaf_bits(depth: int) -> np.ndarray:
@@ -374,8 +377,9 @@ def _averaged_over_background(paths: TreePaths, shares: jax.Array, goes: jax.Arr
             zero = jnp.broadcast_to(background_ones[None], shape)
             if interactions:
                 return jnp.einsum(interactions_spec, interaction_weights(zero, one), share,
-                                  paths_tree.value)
-            return jnp.einsum(values_spec, shapley_weights(zero, one), share, paths_tree.value)
+                                  paths_tree.value, precision=jax.lax.Precision.HIGHEST)
+            return jnp.einsum(values_spec, shapley_weights(zero, one), share, paths_tree.value,
+                              precision=jax.lax.Precision.HIGHEST)
 
         table = jax.lax.map(one_block, pattern_blocks)
         return table.reshape((n_blocks * block,) + table.shape[2:])[:n_leaves]
@@ -413,7 +417,7 @@ def _into_columns(values: jax.Array, segments: jax.Array, n_segments: int) -> ja
     column, or the column pair, each slot or slot pair tests)."""
     if n_segments <= _DENSE_SEGMENTS:  # a one-hot product: dense work, fast for few
         one_hot = jax.nn.one_hot(segments, n_segments, dtype=values.dtype)  # [S, F]
-        return jnp.einsum("rsk,sf->rfk", values, one_hot)
+        return jnp.einsum("rsk,sf->rfk", values, one_hot, precision=jax.lax.Precision.HIGHEST)
     # Many segments (column pairs): summed with rows and outputs along the vector axis.
     out = jax.ops.segment_sum(jnp.moveaxis(values, 1, 0), segments, num_segments=n_segments)
     return jnp.moveaxis(out, 0, 1)

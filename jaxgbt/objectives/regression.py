@@ -3,6 +3,7 @@ error of K outputs at once."""
 
 import functools
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -93,6 +94,7 @@ def quantile(alpha: float = 0.5) -> Objective:
 
 multi_squared_error = Objective(
     "multi_squared_error", multi_squared_error_loss,
-    init_score=lambda y, weight: (weight @ y) / jnp.sum(weight),
+    init_score=lambda y, weight: (jnp.matmul(weight, y, precision=jax.lax.Precision.HIGHEST)
+                                  / jnp.sum(weight)),
     y_domain=("a 2-D label array (N, K)", lambda y: y.ndim == 2),
     n_outputs=lambda y: int(np.shape(y)[1]), metric="rmse")
