@@ -10,6 +10,13 @@ os.environ.setdefault("JAXGBT_COMPILATION_CACHE", "0")
 # waits change no result. Read when OpenMP starts, so set before any anchor is imported.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
+# On GPUs, segment_sum adds with atomics, in an order that changes from run to run, and the
+# tests compare models bit for bit: XLA's deterministic ops fix the order there
+# (docs/reliability.md). XLA:CPU sums in row order already; the flag changes nothing there.
+if "xla_gpu_deterministic_ops" not in os.environ.get("XLA_FLAGS", ""):
+    os.environ["XLA_FLAGS"] = " ".join(
+        filter(None, [os.environ.get("XLA_FLAGS"), "--xla_gpu_deterministic_ops=true"]))
+
 import jax  # noqa: E402
 
 jax.config.update("jax_num_cpu_devices", 2)
@@ -47,6 +54,12 @@ def _compiled_programs_within_the_map_limit():
         chunk_compile._CHUNK_PROGRAMS.clear()
         jax.clear_caches()
 
+
+# The row-sharded path needs two devices of one platform: two CPU devices here, but a
+# single GPU (where the default backend is that GPU) has one.
+two_devices = pytest.mark.skipif(
+    len(jax.devices()) < 2,
+    reason=f"needs 2 devices; the default backend ({jax.default_backend()}) has 1")
 
 # One small shape for most fits, so compiled programs are reused across tests.
 N_ROWS, N_FEATURES = 256, 4

@@ -19,6 +19,7 @@ from typing import NamedTuple
 
 import numpy as np
 import pytest
+from conftest import two_devices
 
 import jaxgbt
 from jaxgbt.cli.launch import free_port, launch
@@ -358,8 +359,9 @@ def test_sketched_cuts_keep_the_auc_of_exact_cuts():
 @pytest.mark.parametrize("kwargs, match", [
     (dict(distributed="yes"), "distributed must be True or False"),
     (dict(distributed=True, devices="all"), "does not take devices="),
-    (dict(loss="absolute_error", distributed=True),  # 2 CPU devices in tests
-     "distributed=True: loss 'absolute_error' needs all rows on one device"),
+    pytest.param(dict(loss="absolute_error", distributed=True),
+                 "distributed=True: loss 'absolute_error' needs all rows on one device",
+                 marks=two_devices),
 ])
 def test_distributed_refuses_what_it_does_not_support(kwargs, match):
     X, y, _, _ = worker.data()

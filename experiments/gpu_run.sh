@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# jaxgbt on an accelerator, in one short run: the versions and devices JAX sees, training
+# speed (bench_train.py, jaxgbt on the default device against LightGBM on the host's cores),
+# one level's histogram against the device's bandwidth floor (bench_histogram.py), then the
+# fast tests on the default backend. Each step has its own time limit, so a slow step
+# costs its own results only.
+#
+#     OUT=out/gpu bash experiments/gpu_run.sh
+#
+# Needs jax with a GPU/TPU plugin and the package's dependencies importable (PYTHONPATH
+# or an installed environment); LightGBM is optional (its row is skipped if absent).
+# Writes versions.txt, bench_train.txt, bench_histogram.txt and tests.log to $OUT.
+set -u
+cd "$(dirname "$0")/.."
+out=${OUT:-out/gpu}
+mkdir -p "$out"
+python=${PYTHON:-python3}
+threads=${THREADS:-$(nproc)}
+export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
+# Several test processes share one GPU: each takes memory as it needs it.
+export XLA_PYTHON_CLIENT_PREALLOCATE=false
+
+$python - <<'PY' 2>&1 | tee "$out/versions.txt"
+import platform, jax, jaxlib, numpy
+print("python", platform.python_version(), "jax", jax.__version__, "jaxlib", jaxlib.__version__,
+      "numpy", numpy.__version__)
+print("backend", jax.default_backend(), "devices", jax.devices())
+PY
+
+timeout "${TRAIN_S:-150}" $python experiments/bench_train.py \
+  --set "rows=${TRAIN_ROWS:-[1000000, 4000000]}" --set 'jaxgbt_variants=["one-device"]' \
+  --set 'anchors=["lightgbm"]' --set "threads=$threads" 2>&1 | tee "$out/bench_train.txt"
+
+timeout "${HISTOGRAM_S:-150}" $python experiments/bench_histogram.py \
+  --rows ${HISTOGRAM_ROWS:-1000000 10000000} --set "output_dir=\"$out/histogram\"" 2>&1 \
+  | tee "$out/bench_histogram.txt"
+
+timeout "${TESTS_S:-200}" $python -m pytest -m "not slow" -v -rfE -p no:cacheprovider \
+  -n "${TEST_WORKERS:-8}" --maxprocesses "${TEST_WORKERS:-8}" ${TESTS:-tests} 2>&1 \
+  > "$out/tests.log"
+echo "tests: exit $? (124: stopped at the time limit)"
+grep -cE ' PASSED' "$out/tests.log" | sed 's/^/passed: /'
+grep -E ' (FAILED|ERROR) ' "$out/tests.log" | sed 's/^.*\] //' | sort | uniq | head -60
+tail -40 "$out/tests.log"
