@@ -34,7 +34,7 @@ from jaxgbt.data.distributed import (
     gathered_labels,
     merged_thresholds,
 )
-from jaxgbt.engine.compile import compile_ahead, compiled_derivatives, compiled_start_check
+from jaxgbt.engine.compile import compile_ahead, compiled_derivatives, start_check
 from jaxgbt.engine.loop import train
 from jaxgbt.engine.resources import check_fit_memory, release_free_heap
 from jaxgbt.engine.sharding import row_devices
@@ -247,8 +247,10 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
     check_fit_memory(data.n_rows, data.n_columns, config.n_bins, depth, n_outputs,
                      [jax.devices()[0]] if mesh is None else list(mesh.local_devices),
                      ordered=config.ordered, gathered_rows=config.sample_capacity)
-    train_data = TrainData(bins=None, y=jax.tree.map(jnp.asarray, data.y),
-                           weight=jnp.asarray(data.weight), group_index=data.group_index,
+    # device_put, not jnp.asarray: on jax 0.10 the latter compiles a copy for every new
+    # row count, a program of its own that fits in one row bucket would not share.
+    train_data = TrainData(bins=None, y=jax.tree.map(jax.device_put, data.y),
+                           weight=jax.device_put(data.weight), group_index=data.group_index,
                            group_mask=data.group_mask)
     if config.ordered:  # one random order of the rows for the whole fit, from the seed
         train_data = train_data._replace(
@@ -623,8 +625,7 @@ def _base_score(objective: Objective, base_score, data: TrainData, config: Boost
         raw = np.broadcast_to(np.asarray(start), (data.weight.shape[0], n_outputs))
         # The curvature before clipping (a floor of -inf clips nothing), to see its sign.
         unclipped = params._replace(hessian_floor=jnp.float32(-jnp.inf))
-        derivatives, losses = compiled_start_check(config, unclipped, data, raw)
-        g, h = np.asarray(derivatives.g), np.asarray(derivatives.h)  # not the K x K h_full
+        g, h, losses = start_check(config, unclipped, data, raw)  # not the K x K h_full
         # Checked on the host: eagerly, each device op would compile.
         bad = ~(np.isfinite(g) & np.isfinite(h)).all(axis=1)
         if not np.isfinite(np.asarray(start)).all() or bool(bad.any()):
@@ -632,7 +633,7 @@ def _base_score(objective: Objective, base_score, data: TrainData, config: Boost
                 f"loss {objective.name!r} gives NaN or infinite gradients at the starting margin "
                 f"{np.asarray(start)} for {int(bad.sum())} of {bad.shape[0]} rows. Check the loss "
                 "on those labels (log of 0, division by 0), or pass a finite base_score.")
-        _check_start_losses(objective, np.asarray(losses), np.asarray(start), config.grouped)
+        _check_start_losses(objective, losses, np.asarray(start), config.grouped)
         moved_g = None
         if not np.any(g):  # a perfect start (constant labels), or a loss flat in f?
             moved_g = np.asarray(compiled_derivatives(config, params, data, raw + 1.0).g)

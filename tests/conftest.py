@@ -61,6 +61,19 @@ two_devices = pytest.mark.skipif(
     len(jax.devices()) < 2,
     reason=f"needs 2 devices; the default backend ({jax.default_backend()}) has 1")
 
+def count_compilations():
+    """(a list that grows by the name of each program XLA compiles, a function that stops
+    it): JAX's compile-duration events, with the jitted function's name where JAX gives it."""
+    compiled = []
+
+    def listener(event, duration, **kwargs):
+        if event == "/jax/core/compile/backend_compile_duration":
+            compiled.append(kwargs.get("fun_name", "?"))
+
+    jax.monitoring.register_event_duration_secs_listener(listener)
+    return compiled, lambda: jax.monitoring.unregister_event_duration_listener(listener)
+
+
 # One small shape for most fits, so compiled programs are reused across tests.
 N_ROWS, N_FEATURES = 256, 4
 SMALL = dict(n_trees=8, depth=3, n_bins=16)

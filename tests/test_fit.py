@@ -5,7 +5,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 import pytest
-from conftest import SMALL, make_regression, two_devices
+from conftest import SMALL, count_compilations, make_regression, two_devices
 
 import jaxgbt
 from jaxgbt.data import dataset
@@ -73,23 +73,11 @@ def test_learning_rate_schedule(regression_data):
     np.testing.assert_array_equal(stopped.leaf_value[4:], 0.0)
 
 
-def _count_compilations():
-    """A list that grows by one for each XLA compilation until the listener is removed."""
-    compiled = []
-
-    def listener(event, duration, **kwargs):
-        if event == "/jax/core/compile/backend_compile_duration":
-            compiled.append(event)
-
-    jax.monitoring.register_event_duration_secs_listener(listener)
-    return compiled, lambda: jax.monitoring.unregister_event_duration_listener(listener)
-
-
 def test_no_recompilation_when_data_values_hyperparameters_or_n_trees_change():
     X, y = make_regression(seed=5)
     jaxgbt.fit("squared_error", X, y, **SMALL)
     programs = list(chunk_compile._CHUNK_PROGRAMS.values())
-    compiled, stop = _count_compilations()
+    compiled, stop = count_compilations()
     try:
         X2, y2 = make_regression(seed=6)
         jaxgbt.fit("squared_error", X2, y2, learning_rate=0.3, l2=2.0, l1=0.1,
@@ -235,7 +223,7 @@ def test_prediction_batches_share_a_few_compiled_programs(regression_data):
     X, y = regression_data
     model = jaxgbt.fit("logistic", X, (y > 0).astype(np.float32), **SMALL)
     reference = np.asarray(model.predict(jnp.asarray(X)))  # a device array is not padded
-    compiled, stop = _count_compilations()
+    compiled, stop = count_compilations()
     try:
         for n_rows in range(1, 65):
             np.testing.assert_allclose(model.predict(X[:n_rows]), reference[:n_rows],
@@ -243,7 +231,7 @@ def test_prediction_batches_share_a_few_compiled_programs(regression_data):
     finally:
         stop()
     assert 3 <= len(compiled) <= 3 * 4, compiled  # per bucket: margins, link, and a copy
-    compiled, stop = _count_compilations()
+    compiled, stop = count_compilations()
     try:
         for n_rows in (3, 20, 50):
             model.predict(X[:n_rows])

@@ -3,6 +3,7 @@ and fits on nearby row counts share one compiled chunk."""
 
 import numpy as np
 import pytest
+from conftest import count_compilations
 from numpy.testing import assert_array_equal
 
 import jaxgbt
@@ -76,6 +77,22 @@ def test_row_counts_in_one_bucket_share_the_compiled_chunk():
     for n_rows in (225, 230, 240):  # all padded to 256
         jaxgbt.fit("squared_error", X[:n_rows], y[:n_rows], n_trees=3, depth=2)
     assert len(compile_module._CHUNK_PROGRAMS) == before + 1
+
+
+def test_later_row_counts_in_a_bucket_compile_only_the_loss_constant():
+    # The chunk, the start's check and the labels' transfer are shared within a bucket.
+    # The loss's constant start is computed on the real rows (its float sums over padded
+    # rows could round otherwise), one small program per row count.
+    X, y = _data(240)
+    jaxgbt.fit("squared_error", X[:225], y[:225], n_trees=3, depth=2)
+    compiled, stop = count_compilations()
+    try:
+        for n_rows in (230, 240):
+            jaxgbt.fit("squared_error", X[:n_rows], y[:n_rows], n_trees=3, depth=2)
+    finally:
+        stop()
+    assert len(compiled) == 2 and all("_initial_margin" in name or name == "?"
+                                      for name in compiled), compiled
 
 
 def test_goss_group_losses_meshes_and_large_fits_keep_their_rows():

@@ -15,6 +15,7 @@ from collections.abc import Callable
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax.sharding import Mesh
 
 from jaxgbt.core.config import BoostConfig
@@ -45,6 +46,22 @@ def compiled_start_check(config: BoostConfig, params: BoostParams, data: TrainDa
     so a loss that is NaN where its gradient is finite (``log`` of a negative number
     whose argument does not depend on f) is caught without a check in every round."""
     return round_derivatives(config, params, data, raw), round_losses(config, data, raw)
+
+
+def start_check(config: BoostConfig, params: BoostParams, data: TrainData,
+                raw) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(g, h f32[N, K] and the loss values f32[N], or f32[G] per group) at the starting
+    margins ``raw`` f32[N, K], on the host. The rows are padded to their bucket as the
+    training chunk pads them (``padding``), so that fits on nearby row counts share this
+    program as they share the chunk; the padding rows are cut from the results."""
+    n_rows = data.weight.shape[0]
+    n_padded = padded_row_count(config, data, raw, None)
+    derivatives, losses = compiled_start_check(config, params, padded_data(data, n_padded),
+                                               pad_rows(raw, n_padded))
+    g, h, losses = np.asarray(derivatives.g), np.asarray(derivatives.h), np.asarray(losses)
+    if n_padded == n_rows:  # nothing padded (a group loss's values are per group)
+        return g, h, losses
+    return g[:n_rows], h[:n_rows], losses[:n_rows]
 
 
 @functools.partial(jax.jit, static_argnames=("config", "mesh"))
