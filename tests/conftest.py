@@ -61,6 +61,7 @@ two_devices = pytest.mark.skipif(
     len(jax.devices()) < 2,
     reason=f"needs 2 devices; the default backend ({jax.default_backend()}) has 1")
 
+
 def count_compilations():
     """(a list that grows by the name of each program XLA compiles, a function that stops
     it): JAX's compile-duration events, with the jitted function's name where JAX gives it."""
