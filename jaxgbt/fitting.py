@@ -54,8 +54,8 @@ from jaxgbt.objectives.derivatives import newton_constant
 
 def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int = 6,
         grow_policy: str = "oblivious", learning_rate=0.1, n_bins: int = 256, l2=1.0, l1=0.0,
-        min_split_gain=0.0, min_child_weight=1.0, base_score=None, sample_weight=None,
-        seed: int = 0, base_margin=None, eval_base_margin=None,
+        min_split_gain=0.0, min_child_weight=1.0, random_strength=0.0, base_score=None,
+        sample_weight=None, seed: int = 0, base_margin=None, eval_base_margin=None,
         boosting: str = "plain",
         n_outputs: int | None = None, link: Link | None = None, hessian: str | None = None,
         hessian_floor=0.0, group=None, subsample=1.0, sampling: str = "bernoulli",
@@ -100,6 +100,11 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
       min_split_gain: gamma; a level is split only if its summed gain exceeds it.
       min_child_weight: least Hessian sum a child must hold for its node's gain to
         count.
+      random_strength: CatBoost's ``random_strength`` (>= 0; 0 turns it off): each
+        candidate split is ranked by its score plus normal noise of this many times
+        the spread of the round's gradients, decaying as the rounds times their
+        learning rates pass log N (``jaxgbt.core.split.ScoreNoise``). Drawn from
+        ``seed``; sweepable. See docs/training.md.
       base_score: starting margin; default: the constant minimising the loss.
         Not with ``base_margin``.
       sample_weight: array of shape (N,), non-negative.
@@ -216,7 +221,7 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
                  goss_other_rate=goss_other_rate, colsample_bytree=colsample_bytree,
                  colsample_bylevel=colsample_bylevel, colsample_bynode=colsample_bynode)
     params = spec.boost_params(learning_rate, l2, l1, min_split_gain, min_child_weight,
-                               hessian_floor, seed, rates)
+                               hessian_floor, seed, rates, random_strength)
     data = _encoded(data, distributed, objective, vector_output, n_outputs, one_hot_max_size,
                     seed, init_model)
     monotone, interactions = spec.encoded_constraints(data.encoder, monotone_constraints,
@@ -243,7 +248,8 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
         is_ordered=spec.ordered(boosting, objective, kind, curvature, mesh),
         # Every process must compile the same program: narrower histograms are chosen
         # from one process's row count, so not under distributed.
-        bin_groups=None if distributed else bin_groups(thresholds, data.n_rows))
+        bin_groups=None if distributed else bin_groups(thresholds, data.n_rows),
+        noisy_scores=spec.score_noise(random_strength))
     check_fit_memory(data.n_rows, data.n_columns, config.n_bins, depth, n_outputs,
                      [jax.devices()[0]] if mesh is None else list(mesh.local_devices),
                      ordered=config.ordered, gathered_rows=config.sample_capacity)

@@ -39,7 +39,8 @@ from jaxgbt.objectives import Objective
 # query ids, a model to continue) are arguments of ``fit`` instead, as in LightGBM.
 _FIT_SETTINGS = (
     "n_trees", "depth", "grow_policy", "learning_rate", "n_bins", "l2", "l1",
-    "min_split_gain", "min_child_weight", "base_score", "seed", "boosting", "link",
+    "min_split_gain", "min_child_weight", "random_strength", "base_score", "seed",
+    "boosting", "link",
     "hessian", "hessian_floor", "subsample", "sampling", "goss_top_rate",
     "goss_other_rate", "colsample_bytree", "colsample_bylevel", "colsample_bynode",
     "monotone_constraints", "interaction_constraints", "one_hot_max_size", "verbose",
@@ -62,7 +63,8 @@ class _JaxGBTModel(BaseEstimator):
 
     def __init__(self, *, loss=None, n_trees: int = 200, depth: int = 6,
                  grow_policy: str = "oblivious", learning_rate=0.1, n_bins: int = 256,
-                 l2=1.0, l1=0.0, min_split_gain=0.0, min_child_weight=1.0, base_score=None,
+                 l2=1.0, l1=0.0, min_split_gain=0.0, min_child_weight=1.0,
+                 random_strength=0.0, base_score=None,
                  seed: int = 0, boosting: str = "plain", link=None, hessian=None,
                  hessian_floor=0.0, subsample=1.0, sampling: str = "bernoulli",
                  goss_top_rate=0.2, goss_other_rate=0.1, colsample_bytree=1.0,
@@ -80,6 +82,7 @@ class _JaxGBTModel(BaseEstimator):
         self.l1 = l1
         self.min_split_gain = min_split_gain
         self.min_child_weight = min_child_weight
+        self.random_strength = random_strength
         self.base_score = base_score
         self.seed = seed
         self.boosting = boosting

@@ -33,7 +33,8 @@ LossKind = Literal["row", "group", "dataset"]
 # Fractions in (0, 1] and penalties >= 0 among the traced hyperparameters.
 RATES = ("subsample", "colsample_bytree", "colsample_bylevel", "colsample_bynode",
          "goss_top_rate", "goss_other_rate")
-NONNEGATIVE = ("l2", "l1", "min_split_gain", "min_child_weight", "hessian_floor")
+NONNEGATIVE = ("l2", "l1", "min_split_gain", "min_child_weight", "hessian_floor",
+               "random_strength")
 # fit's arguments that are traced arrays, so they can differ between vmapped models.
 TRACED = ("learning_rate", *NONNEGATIVE, "base_score", "sample_weight", "seed", *RATES)
 
@@ -59,7 +60,7 @@ def check_traced(name: str, value, label: str | None = None):
 
 
 def boost_params(learning_rate, l2, l1, min_split_gain, min_child_weight, hessian_floor,
-                 seed, rates: dict) -> BoostParams:
+                 seed, rates: dict, random_strength=0.0) -> BoostParams:
     """The traced hyperparameters, checked, as ``BoostParams`` (constraints not yet set).
 
     Args:
@@ -72,14 +73,23 @@ def boost_params(learning_rate, l2, l1, min_split_gain, min_child_weight, hessia
     check_traced("seed", seed)
     penalties = dict(l2=l2, l1=l1, min_split_gain=min_split_gain,
                      min_child_weight=min_child_weight)
-    for name, value in {**penalties, "hessian_floor": hessian_floor}.items():
+    for name, value in {**penalties, "hessian_floor": hessian_floor,
+                        "random_strength": random_strength}.items():
         check_traced(name, value)
     as_f32 = {name: jnp.asarray(value, jnp.float32) for name, value in penalties.items()}
     rate = jnp.asarray(0.0 if callable(learning_rate) else learning_rate, jnp.float32)
     sampling = SamplingParams(key=jax.random.PRNGKey(seed),
                               **{k: jnp.asarray(v, jnp.float32) for k, v in rates.items()})
     return BoostParams(learning_rate=rate, split=SplitParams(**as_f32),
-                       hessian_floor=jnp.asarray(hessian_floor, jnp.float32), sampling=sampling)
+                       hessian_floor=jnp.asarray(hessian_floor, jnp.float32), sampling=sampling,
+                       random_strength=jnp.asarray(random_strength, jnp.float32))
+
+
+def score_noise(random_strength) -> bool:
+    """Whether candidates are ranked with noise: ``random_strength`` traced (swept) or > 0.
+    At 0 the search is the plain one, not one with zero noise (which ranks by the square
+    root of the score, and can break ties between gains that round to one root)."""
+    return check.is_traced(random_strength) or float(random_strength) > 0
 
 
 def loss_kind(objective: Objective, group) -> LossKind:
@@ -340,7 +350,7 @@ def build_config(objective: Objective, *, depth: int, n_bins: int, n_outputs: in
                  vector_output: bool, learning_rate, row_mesh, chosen_curvature: str,
                  kind: LossKind, row_sampling: str, column_sampling: bool, subsample,
                  n_rows: int, grow_policy: GrowPolicy, is_ordered: bool,
-                 bin_groups=None) -> BoostConfig:
+                 bin_groups=None, noisy_scores: bool = False) -> BoostConfig:
     """The static ``BoostConfig`` of a fit whose settings were checked above."""
     # Sampled rounds grow their trees on the drawn rows alone when their number has a
     # bound known now (``core.sampling``); on one device, outside ordered boosting.
@@ -354,4 +364,4 @@ def build_config(objective: Objective, *, depth: int, n_bins: int, n_outputs: in
                        grouped=kind != "row", leaf_quantile=objective.leaf_quantile,
                        row_sampling=row_sampling, sample_capacity=capacity,
                        column_sampling=column_sampling, grow_policy=grow_policy,
-                       ordered=is_ordered, bin_groups=bin_groups)
+                       ordered=is_ordered, bin_groups=bin_groups, score_noise=noisy_scores)

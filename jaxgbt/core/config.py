@@ -53,6 +53,8 @@ class BoostConfig:
       bin_groups: features whose cut points fill few bins, searched with histograms that
         narrow: ((B_g, feature indices), ...) covering every feature once, or None for
         every feature at ``n_bins`` (``data.binning.bin_groups``).
+      score_noise: candidates are ranked by noisy scores (CatBoost's ``random_strength``,
+        the traced ``BoostParams.random_strength``; ``split.ScoreNoise``).
     """
 
     loss: Loss
@@ -73,6 +75,7 @@ class BoostConfig:
     grow_policy: GrowPolicy = "oblivious"
     ordered: bool = False
     bin_groups: tuple[tuple[int, tuple[int, ...]], ...] | None = None
+    score_noise: bool = False
 
 
 def round_learning_rate(config: BoostConfig, learning_rate: jax.Array,

@@ -23,7 +23,7 @@ from jaxgbt.core.sampling import (
     sampled_weight,
     tree_feature_masks,
 )
-from jaxgbt.core.split import SplitParams, leaf_weight
+from jaxgbt.core.split import ScoreNoise, SplitParams, leaf_weight
 from jaxgbt.core.tree import BinnedTree
 from jaxgbt.objectives.derivatives import (
     GROUP_BATCH_FLOATS,
@@ -43,6 +43,8 @@ class BoostParams(NamedTuple):
     sampling: SamplingParams
     monotone: jax.Array | None = None  # i32[F] of -1/0/+1, or None
     interaction_sets: jax.Array | None = None  # bool[S, F], or None
+    # f32[]: CatBoost's random_strength, read when ``BoostConfig.score_noise`` is set.
+    random_strength: jax.Array | None = None
 
 
 class TrainData(NamedTuple):
@@ -161,6 +163,50 @@ def _bad_rows(config: BoostConfig, weight: jax.Array, taken: tuple[Derivatives, 
     return bad_rows
 
 
+# Folded into a round's key for its score noise, apart from its row and feature draws.
+_NOISE_STREAM = 0x5C02E
+
+
+def noise_scale(random_strength: jax.Array, g: jax.Array, h: jax.Array, weight: jax.Array,
+                n_rows: jax.Array, model_length: jax.Array,
+                axis_name: str | None = None) -> jax.Array:
+    """f32[]: the standard deviation of a round's score noise (CatBoost's ``random_strength``).
+
+    ``random_strength * sqrt(sum w g^2 / sum w h) * N / (N + exp(model_length))``: the
+    spread of the round's gradients (CatBoost's, which has h = 1, divided by the mean
+    curvature so that it is in the units of ``split.ScoreNoise``'s square-root score),
+    times CatBoost's decay, near 1 until the rounds times their learning rates
+    (``model_length``) reach log N, then falling to 0.
+
+    Args:
+      g, h: f32[N, K], the round's gradients and curvatures; weight f32[N, 1].
+      n_rows: f32[], the training rows (of positive weight, over every device).
+    """
+    sums = jnp.stack([jnp.sum(weight * g * g), jnp.sum(weight * h)])
+    if axis_name is not None:
+        sums = jax.lax.psum(sums, axis_name)
+    spread = jnp.sqrt(sums[0] / jnp.maximum(sums[1], 1e-30))
+    decay = n_rows / (n_rows + jnp.exp(jnp.minimum(model_length, 80.0)))
+    return random_strength * spread * decay
+
+
+def _with_noise(config: BoostConfig, params: BoostParams, data: TrainData, at: Derivatives,
+                weight: jax.Array, round_index: jax.Array, learning_rate: jax.Array
+                ) -> BoostParams:
+    """``params`` with the round's ``ScoreNoise`` when ``config.score_noise``; the model
+    length is the rounds before this one times this round's learning rate."""
+    if not config.score_noise:
+        return params
+    n_rows = jnp.sum(data.weight > 0, dtype=jnp.float32)
+    if config.axis_name is not None:
+        n_rows = jax.lax.psum(n_rows, config.axis_name)
+    scale = noise_scale(params.random_strength, at.g, at.h, weight, n_rows,
+                        round_index * learning_rate, config.axis_name)
+    key = jax.random.fold_in(jax.random.fold_in(params.sampling.key, round_index),
+                             _NOISE_STREAM)
+    return params._replace(split=params.split._replace(noise=ScoreNoise(key, scale)))
+
+
 def _grown_tree(config: BoostConfig, params: BoostParams, data: TrainData, gh: jax.Array,
                 weight: jax.Array, feature_key: jax.Array
                 ) -> tuple[BinnedTree, jax.Array, tuple | None]:
@@ -242,7 +288,10 @@ def boost_round(config: BoostConfig, params: BoostParams, data: TrainData, margi
     weight = sampled_weight(row_key, config.row_sampling, params.sampling, at_structure.g,
                             data.weight)
     gh = jnp.concatenate([at_structure.g * weight, at_structure.h * weight], axis=1)
-    tree, leaf, leaf_bounds = _grown_tree(config, params, data, gh, weight, feature_key)
+    learning_rate = round_learning_rate(config, params.learning_rate, round_index)
+    tree, leaf, leaf_bounds = _grown_tree(
+        config, _with_noise(config, params, data, at_structure, weight, round_index,
+                            learning_rate), data, gh, weight, feature_key)
     # The grower's leaf values are the diagonal Newton step at the structure's margins;
     # set them anew where the model's margins or the loss ask for other ones.
     if grown_elsewhere or at_model.h_full is not None:
@@ -253,7 +302,6 @@ def boost_round(config: BoostConfig, params: BoostParams, data: TrainData, margi
             residual, weight[:, 0], leaf, 2**config.depth, config.leaf_quantile)[:, None])
     # Again, after any refresh of the leaves above.
     tree = layout(config.grow_policy).constrain_leaves(tree, leaf_bounds, params.monotone)
-    learning_rate = round_learning_rate(config, params.learning_rate, round_index)
     tree = tree._replace(leaf_value=learning_rate * tree.leaf_value)
     step = tree.leaf_value[leaf]
     margins = boosting.advance(config, params, data, margins, step, gh, leaf, learning_rate)

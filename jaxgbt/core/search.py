@@ -22,7 +22,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxgbt.core.histogram import build_histogram
-from jaxgbt.core.split import Best
+from jaxgbt.core.split import Best, rank_of
 
 # Histogram bytes one block may hold. Narrow data stays one block (28 features, 32 nodes,
 # 256 bins: 1.8 MB), with no loop; at 500 features, blocks of 1 MiB and 4 MiB searched a
@@ -97,12 +97,13 @@ def search_level(groups: list[FeatureGroup], node: jax.Array, gh: jax.Array, n_n
 
 
 def _better(a: Best, b: Best) -> Best:
-    """Per entry, the better of two searches' bests: the larger gain, ties (and NaN, as
-    ``argmax`` ranks it) to the lower index."""
-    a_nan, b_nan = jnp.isnan(a.gain), jnp.isnan(b.gain)
+    """Per entry, the better of two searches' bests: the larger gain (or noisy score,
+    ``split.rank_of``), ties (and NaN, as ``argmax`` ranks it) to the lower index."""
+    a_rank, b_rank = rank_of(a), rank_of(b)
+    a_nan, b_nan = jnp.isnan(a_rank), jnp.isnan(b_rank)
     lower = b.index < a.index
     b_wins = jnp.where(a_nan | b_nan, b_nan & (~a_nan | lower),
-                       (b.gain > a.gain) | ((b.gain == a.gain) & lower))
+                       (b_rank > a_rank) | ((b_rank == a_rank) & lower))
     return jax.tree.map(
         lambda x, y: jnp.where(b_wins.reshape(b_wins.shape + (1,) * (x.ndim - b_wins.ndim)),
                                y, x), a, b)
@@ -132,7 +133,7 @@ def _search_group(group: FeatureGroup, node: jax.Array, gh: jax.Array, n_nodes: 
                       first + jnp.arange(block) >= i * block)
 
     bests = jax.lax.map(one_block, jnp.arange(-(-n_features // block)))
-    winner = jnp.argmax(bests.gain, axis=0)  # the first block holding the largest gain
+    winner = jnp.argmax(rank_of(bests), axis=0)  # the first block holding the largest
     return jax.tree.map(lambda blocks: _pick(blocks, winner), bests)
 
 

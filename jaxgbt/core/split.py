@@ -16,6 +16,9 @@ otherwise it is a pass-through level that sends every row left, so that trees ke
 fixed shape.
 A depthwise tree (``best_node_splits``) picks each node's split from that node's gains
 alone, with the same rule per node.
+
+With ``random_strength`` (CatBoost's), the candidates are ranked by a noisy score instead
+of their gain (``ScoreNoise``); the chosen split's gain stays its own.
 """
 
 from collections.abc import Callable
@@ -30,13 +33,38 @@ import jax.numpy as jnp
 MIN_DENOMINATOR = 1e-6
 
 
+class ScoreNoise(NamedTuple):
+    """CatBoost's ``random_strength``: normal noise on the score candidates are ranked by.
+
+    A candidate is ranked by ``sqrt(S) + scale * e`` where S is the summed score
+    T(G)^2 / (H + l2) of the children it makes (the gain plus the parent's score) and e
+    a standard normal drawn for it: for squared error (H = rows) sqrt(S) is CatBoost's
+    default "Cosine" score, and ``scale`` is in its units (``core.round.noise_scale``).
+    Candidates whose gain does not exceed ``max(min_split_gain, 0)`` are not ranked, so
+    the noise never turns a split level into a pass-through one.
+
+    Attributes:
+      key: the level's PRNG key (u32[2]); a candidate's e is drawn from it and the
+        candidate's feature index, so it does not depend on how features are blocked.
+      scale: f32[], the noise's standard deviation.
+    """
+
+    key: jax.Array
+    scale: jax.Array
+
+
 class SplitParams(NamedTuple):
-    """Regularisation, as traced f32[] scalars so that they can be swept under vmap."""
+    """Regularisation, as traced f32[] scalars so that they can be swept under vmap.
+
+    ``noise`` is set per level of a round with ``random_strength`` (``ScoreNoise``),
+    else None: candidates are ranked by their gain.
+    """
 
     l2: jax.Array
     l1: jax.Array
     min_split_gain: jax.Array
     min_child_weight: jax.Array
+    noise: ScoreNoise | None = None
 
 
 class Best(NamedTuple):
@@ -49,6 +77,12 @@ class Best(NamedTuple):
     gain: jax.Array  # f32[] or f32[n]
     index: jax.Array  # i32[] or i32[n]
     extra: tuple  # arrays of the same leading shape, kept with the winner
+    score: jax.Array | None = None  # the noisy score it won by (``ScoreNoise``), or None
+
+
+def rank_of(best: Best) -> jax.Array:
+    """What searches compare: the noisy score where there is one, else the gain."""
+    return best.gain if best.score is None else best.score
 
 
 class LevelSplit(NamedTuple):
@@ -183,6 +217,35 @@ def level_gains(hist: jax.Array, params: SplitParams, directions: int = 2) -> ja
                       _node_gains_by_direction(hist, params, directions=directions)], axis=-1)
 
 
+def parent_scores(hist: jax.Array, params: SplitParams) -> jax.Array:
+    """f32[F, n]: each node's own score T(G)^2 / (H + l2), from f32[F, n, B, 2K]."""
+    return _score_by_output(jnp.sum(_by_output(hist), axis=-1), params)
+
+
+def noisy_ranks(gains: jax.Array, parent: jax.Array, features: jax.Array,
+                params: SplitParams) -> jax.Array:
+    """The scores candidates are ranked by under ``params.noise`` (``ScoreNoise``).
+
+    Args:
+      gains: f32[b, *S, B_g - 1, d], candidates' gains (S: the nodes' axis for
+        depthwise trees, none for an oblivious level; d missing directions).
+      parent: f32[b, *S], the score of the rows the candidates divide.
+      features: i32[b], the candidates' features among every feature.
+
+    Returns:
+      f32 of the shape of ``gains``: sqrt(gain + parent) + scale * e, one e per (feature,
+      node, bin) shared by both missing directions (so that the tie between them, when
+      no row is missing, still goes to missing-left); -inf where the gain would not split.
+    """
+    noise = params.noise
+    shape = gains.shape[1:-1]
+    draws = jax.vmap(lambda f: jax.random.normal(jax.random.fold_in(noise.key, f), shape))(
+        features)
+    expand = (Ellipsis,) + (None,) * (gains.ndim - parent.ndim)
+    score = jnp.sqrt(jnp.maximum(gains + parent[expand], 0.0)) + noise.scale * draws[..., None]
+    return jnp.where(gains > jnp.maximum(params.min_split_gain, 0.0), score, -jnp.inf)
+
+
 # Histograms of fewer (feature, node, bin) cells than this search both missing
 # directions without the branch below: their search is cheap, and the branch compiles
 # the search twice (tiny fits are mostly compilation).
@@ -240,10 +303,17 @@ def best_level_candidate(hist: jax.Array, features: jax.Array, counted: jax.Arra
 
     def search(directions):
         gains = level_gains(hist, params, directions)  # [b, B_g-1, directions]
-        gains = jnp.where(counted[:, None, None], gains, -jnp.inf).reshape(-1)
-        local = jnp.argmax(gains)
-        return Best(gains[local], _global_index(local, features, n_hist_bins, directions,
-                                                n_value_bins or n_hist_bins), ())
+        gains = jnp.where(counted[:, None, None], gains, -jnp.inf)
+        ranks = gains
+        if params.noise is not None:
+            parent = jnp.sum(parent_scores(hist, params), axis=1)  # the level's, [b]
+            ranks = jnp.where(counted[:, None, None],
+                              noisy_ranks(gains, parent, features, params), -jnp.inf)
+        local = jnp.argmax(ranks.reshape(-1))
+        return Best(gains.reshape(-1)[local],
+                    _global_index(local, features, n_hist_bins, directions,
+                                  n_value_bins or n_hist_bins), (),
+                    None if params.noise is None else ranks.reshape(-1)[local])
 
     return _searched(hist, search)
 
@@ -274,8 +344,15 @@ def best_node_candidates(hist: jax.Array, features: jax.Array, counted: jax.Arra
                                                    directions), axis=-1)
         gains = jnp.where(usable[:, :, None, None], gains, -jnp.inf)  # [b, n, B-1, d]
         by_node = jnp.moveaxis(gains, 1, 0).reshape(n_nodes, -1)
-        local = jnp.argmax(by_node, axis=-1)
+        ranks, score = by_node, None
+        if params.noise is not None:
+            ranks = jnp.where(usable[:, :, None, None], noisy_ranks(
+                gains, parent_scores(hist, params), features, params), -jnp.inf)
+            ranks = jnp.moveaxis(ranks, 1, 0).reshape(n_nodes, -1)
+        local = jnp.argmax(ranks, axis=-1)
         gain = jnp.take_along_axis(by_node, local[:, None], axis=-1)[:, 0]
+        if params.noise is not None:
+            score = jnp.take_along_axis(ranks, local[:, None], axis=-1)[:, 0]
         extra = ()
         if bounds is not None:
             local_feature, rest = jnp.divmod(local, n_hist_bins * directions)
@@ -283,7 +360,7 @@ def best_node_candidates(hist: jax.Array, features: jax.Array, counted: jax.Arra
             extra = chosen_children(hist, LevelSplit(local_feature, split_bin,
                                                      missing_right == 0, gain))
         return Best(gain, _global_index(local, features, n_hist_bins, directions,
-                                        n_value_bins or n_hist_bins), extra)
+                                        n_value_bins or n_hist_bins), extra, score)
 
     return _searched(hist, search)
 

@@ -98,6 +98,15 @@ def search_sizes(depth: int) -> list[int]:
     return [max(2**d, n_nodes // 4) for d in range(depth)]
 
 
+def _level_params(params: SplitParams, level: jax.Array) -> SplitParams:
+    """The params a level searches with: with score noise, the tree's key folded with the
+    level, so that each level draws its own noise."""
+    if params.noise is None:
+        return params
+    return params._replace(noise=params.noise._replace(
+        key=jax.random.fold_in(params.noise.key, level)))
+
+
 def _psum(x, axis_name):
     return x if axis_name is None else jax.lax.psum(x, axis_name)
 
@@ -149,7 +158,8 @@ def grow_tree(bins: jax.Array, gh: jax.Array, params: SplitParams, depth: int, n
         d, allowed = inputs
         if constrained:
             allowed = allowed & allowed_after(used, interaction_sets, monotone)
-        split = jax.lax.switch(branch[d], searches, columns, node, gh, params, allowed)
+        split = jax.lax.switch(branch[d], searches, columns, node, gh,
+                               _level_params(params, d), allowed)
         column = jax.lax.dynamic_index_in_dim(bins, split.feature, axis=0, keepdims=False)
         right = goes_right(column, split.split_bin, split.default_left, n_bins - 1)
         used = used.at[split.feature].set(used[split.feature] | (split.gain > 0))
@@ -241,8 +251,9 @@ def grow_depthwise_tree(bins: jax.Array, gh: jax.Array, params: SplitParams, dep
             allowed = allowed & jax.vmap(
                 lambda u: allowed_after(u, interaction_sets, None))(used)
         level_bounds = None if bounds is None else (bounds[0][:n_nodes], bounds[1][:n_nodes])
-        split, children_sums = jax.lax.switch(branch[d], searches, columns, node, gh, params,
-                                              allowed, level_bounds, monotone)
+        split, children_sums = jax.lax.switch(branch[d], searches, columns, node, gh,
+                                              _level_params(params, d), allowed,
+                                              level_bounds, monotone)
         column = jnp.take_along_axis(bins, split.feature[node][None], axis=0)[0]
         right = goes_right(column, split.split_bin[node], split.default_left[node], n_bins - 1)
         # Children inherit their parent's path features and bounds (entries past the

@@ -1,0 +1,153 @@
+"""random_strength: candidates ranked by CatBoost's noisy score (``core.split.ScoreNoise``),
+its scale (``core.round.noise_scale``) and the fit argument."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from conftest import SMALL, make_binary
+from numpy.testing import assert_array_equal
+
+import jaxgbt
+import jaxgbt.core.search as search
+import jaxgbt.core.split as split
+from jaxgbt.core.histogram import build_histogram
+from jaxgbt.core.round import noise_scale
+from jaxgbt.core.split import ScoreNoise, SplitParams
+from jaxgbt.core.tree import grow_depthwise_tree, grow_tree
+
+N_ROWS, N_BINS, DEPTH = 200, 16, 2
+GROWERS = pytest.mark.parametrize("grow", [grow_tree, grow_depthwise_tree],
+                                  ids=["oblivious", "depthwise"])
+
+
+def _problem(n_features: int = 8):
+    """bins u8[F, N] with a few missing cells, and gh f32[N, 2] with a signal in
+    features 1, 2 and 6."""
+    rng = np.random.default_rng(0)
+    bins = rng.integers(0, N_BINS - 1, (n_features, N_ROWS)).astype(np.uint8)
+    bins[rng.random((n_features, N_ROWS)) < 0.05] = N_BINS - 1
+    signal = bins[1].astype(np.float64) - 0.5 * bins[2] + (bins[6] > 9)
+    g = (signal - signal.mean() + rng.normal(size=N_ROWS)) / 4
+    h = rng.uniform(0.5, 1.5, N_ROWS)
+    return jnp.asarray(bins), jnp.asarray(np.column_stack([g, h]), jnp.float32)
+
+
+def _params(scale=None, min_split_gain=0.0, seed=0):
+    base = SplitParams(*(jnp.float32(v) for v in (1.0, 0.0, min_split_gain, 1.0)))
+    if scale is None:
+        return base
+    return base._replace(noise=ScoreNoise(jax.random.PRNGKey(seed), jnp.float32(scale)))
+
+
+def _grown(grow, params, bins=None, gh=None):
+    if bins is None:
+        bins, gh = _problem()
+    return jax.jit(lambda b, g: grow(b, g, params, DEPTH, N_BINS))(bins, gh)
+
+
+def _tree(grown):
+    return grown[0]
+
+
+def test_noise_scale_matches_a_float64_reference():
+    rng = np.random.default_rng(1)
+    g, h = rng.normal(size=(50, 3)), rng.uniform(0.1, 2.0, (50, 3))
+    weight = rng.integers(0, 3, (50, 1)).astype(np.float64)
+    for strength, n_rows, length in [(1.0, 50.0, 0.0), (2.5, 50.0, 3.0), (1.0, 50.0, 12.0),
+                                     (0.7, 1e6, 30.0), (1.0, 10.0, 500.0)]:
+        spread = np.sqrt(np.sum(weight * g * g) / np.sum(weight * h))
+        expected = strength * spread * n_rows / (n_rows + np.exp(min(length, 80.0)))
+        got = noise_scale(jnp.float32(strength), jnp.asarray(g, jnp.float32),
+                          jnp.asarray(h, jnp.float32), jnp.asarray(weight, jnp.float32),
+                          jnp.float32(n_rows), jnp.float32(length))
+        np.testing.assert_allclose(float(got), expected, rtol=2e-5, atol=1e-30)
+    # CatBoost's decay: half at model length log N, near 0 well beyond it.
+    half = noise_scale(jnp.float32(1.0), jnp.ones((4, 1)), jnp.ones((4, 1)), jnp.ones((4, 1)),
+                       jnp.float32(100.0), jnp.float32(np.log(100.0)))
+    np.testing.assert_allclose(float(half), 0.5, rtol=1e-5)
+
+
+def test_noisy_ranks_match_a_float64_reference():
+    bins, gh = _problem()
+    params = _params(scale=0.3, min_split_gain=0.05)
+    node = jnp.asarray(np.random.default_rng(2).integers(0, 2, N_ROWS), jnp.int32)
+    hist = build_histogram(bins, node, gh, 2, N_BINS)  # [F, 2, B, 2]
+    features = jnp.arange(8, dtype=jnp.int32)
+    gains = split.level_gains(hist, params)  # [F, B-1, 2]
+    parent = jnp.sum(split.parent_scores(hist, params), axis=1)
+    got = np.asarray(split.noisy_ranks(gains, parent, features, params), np.float64)
+
+    H = np.asarray(hist, np.float64)
+    totals = H.sum(axis=2)  # [F, n, 2]
+    parent_ref = np.sum(totals[..., 0] ** 2 / (totals[..., 1] + 1.0), axis=1)
+    np.testing.assert_allclose(np.asarray(parent), parent_ref, rtol=1e-5)
+    draws = np.stack([np.asarray(jax.random.normal(jax.random.fold_in(params.noise.key, f),
+                                                   (N_BINS - 1,))) for f in range(8)])
+    g64 = np.asarray(gains, np.float64)
+    expected = np.sqrt(np.maximum(g64 + parent_ref[:, None, None], 0)) + 0.3 * draws[..., None]
+    expected = np.where(g64 > 0.05, expected, -np.inf)
+    assert np.isneginf(expected).any() and np.isfinite(expected).any()
+    np.testing.assert_allclose(got, expected, rtol=1e-5)
+
+
+@GROWERS
+def test_zero_noise_finds_the_plain_split(grow):
+    # The square root keeps the order of the gains: no noise, the same tree.
+    plain, quiet = _tree(_grown(grow, _params())), _tree(_grown(grow, _params(scale=0.0)))
+    for got, expected in zip(quiet, plain, strict=True):
+        assert_array_equal(np.asarray(got), np.asarray(expected))
+
+
+@GROWERS
+def test_noise_moves_splits_by_seed_and_never_to_one_that_does_not_gain(grow):
+    trees = [_tree(_grown(grow, _params(scale=50.0, min_split_gain=0.5, seed=seed)))
+             for seed in range(4)]
+    plain = _tree(_grown(grow, _params(min_split_gain=0.5)))
+    features = {tuple(np.asarray(t.feature).tolist()) for t in trees}
+    assert len(features) > 1 and any(
+        not np.array_equal(t.feature, plain.feature) for t in trees)
+    for tree in trees:
+        gain = np.asarray(tree.gain)
+        assert np.all((gain == 0) | (gain > 0.5))  # a split, or a pass-through
+        assert np.any(gain > 0)
+
+
+@GROWERS
+def test_noise_does_not_depend_on_how_features_are_blocked(monkeypatch, grow):
+    trees = []
+    for block_bytes in (1, 2**30):  # one feature per block; every feature in one
+        monkeypatch.setattr(search, "SEARCH_BLOCK_BYTES", block_bytes)
+        trees.append(_tree(_grown(grow, _params(scale=1.0, seed=3))))
+    for got, expected in zip(*trees, strict=True):
+        assert_array_equal(np.asarray(got), np.asarray(expected))
+
+
+def test_fit_with_random_strength_is_seeded_and_plain_at_zero():
+    X, y = make_binary()
+    plain = jaxgbt.fit("logistic", X, y, **SMALL)
+    zero = jaxgbt.fit("logistic", X, y, random_strength=0.0, **SMALL)
+    assert_array_equal(zero.leaf_value, plain.leaf_value)
+    noisy = [jaxgbt.fit("logistic", X, y, random_strength=2.0, seed=seed, **SMALL)
+             for seed in (0, 0, 1)]
+    assert_array_equal(noisy[0].leaf_value, noisy[1].leaf_value)
+    assert not np.array_equal(noisy[0].feature, noisy[2].feature)
+    assert not np.array_equal(noisy[0].feature, plain.feature)
+    assert np.all(np.isfinite(noisy[0].leaf_value))
+
+
+def test_random_strength_is_swept_like_the_other_traced_settings():
+    X, y = make_binary()
+    models = jaxgbt.fit_many("logistic", X, y, params={"random_strength": [0.5, 2.0]}, **SMALL)
+    for i, strength in enumerate((0.5, 2.0)):
+        single = jaxgbt.fit("logistic", X, y, random_strength=strength, **SMALL)
+        assert_array_equal(models[i].feature, single.feature)
+        np.testing.assert_allclose(models[i].leaf_value, single.leaf_value, rtol=1e-5,
+                                   atol=1e-6)
+
+
+@pytest.mark.parametrize("value", [-1.0, float("nan"), "1"])
+def test_bad_random_strength_is_refused_by_name(value):
+    X, y = make_binary()
+    with pytest.raises((ValueError, TypeError), match="random_strength"):
+        jaxgbt.fit("logistic", X, y, random_strength=value, **SMALL)
