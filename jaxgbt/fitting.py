@@ -59,7 +59,7 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
         boosting: str = "plain",
         n_outputs: int | None = None, link: Link | None = None, hessian: str | None = None,
         hessian_floor=0.0, group=None, subsample=1.0, sampling: str = "bernoulli",
-        goss_top_rate=0.2, goss_other_rate=0.1, colsample_bytree=1.0, colsample_bylevel=1.0,
+        bagging_temperature=1.0, goss_top_rate=0.2, goss_other_rate=0.1, colsample_bytree=1.0, colsample_bylevel=1.0,
         colsample_bynode=1.0,
         monotone_constraints=None, interaction_constraints=None, categorical_features=None,
         one_hot_max_size: int = categorical.ONE_HOT_MAX_SIZE,
@@ -135,8 +135,12 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
         contiguous.
       subsample: row sampling rate per round, in (0, 1] (see ``jaxgbt.core.sampling``).
       sampling: how rows are sampled: "bernoulli" (keep each row with probability
-        ``subsample``), "poisson" (bootstrap counts with mean ``subsample``) or "goss"
-        (gradient-based one-side sampling with ``goss_top_rate``/``goss_other_rate``).
+        ``subsample``), "poisson" (bootstrap counts with mean ``subsample``), "goss"
+        (gradient-based one-side sampling with ``goss_top_rate``/``goss_other_rate``)
+        or "bayesian" (CatBoost's Bayesian bootstrap: every row, at a random weight
+        (-log u)^``bagging_temperature`` per round; ``subsample`` is not used).
+      bagging_temperature: with ``sampling="bayesian"``, >= 0: 0 weighs every row 1,
+        1 draws Exp(1) weights, larger values spread them more.
       goss_top_rate, goss_other_rate: GOSS's kept fraction of largest gradients and
         sampled fraction of the rest.
       colsample_bytree, colsample_bylevel: fraction of features drawn per tree, and of
@@ -221,7 +225,8 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
                  goss_other_rate=goss_other_rate, colsample_bytree=colsample_bytree,
                  colsample_bylevel=colsample_bylevel, colsample_bynode=colsample_bynode)
     params = spec.boost_params(learning_rate, l2, l1, min_split_gain, min_child_weight,
-                               hessian_floor, seed, rates, random_strength)
+                               hessian_floor, seed, rates, random_strength,
+                               bagging_temperature)
     data = _encoded(data, distributed, objective, vector_output, n_outputs, one_hot_max_size,
                     seed, init_model)
     monotone, interactions = spec.encoded_constraints(data.encoder, monotone_constraints,

@@ -41,7 +41,8 @@ _FIT_SETTINGS = (
     "n_trees", "depth", "grow_policy", "learning_rate", "n_bins", "l2", "l1",
     "min_split_gain", "min_child_weight", "random_strength", "base_score", "seed",
     "boosting", "link",
-    "hessian", "hessian_floor", "subsample", "sampling", "goss_top_rate",
+    "hessian", "hessian_floor", "subsample", "sampling", "bagging_temperature",
+    "goss_top_rate",
     "goss_other_rate", "colsample_bytree", "colsample_bylevel", "colsample_bynode",
     "monotone_constraints", "interaction_constraints", "one_hot_max_size", "verbose",
     "devices")
@@ -67,6 +68,7 @@ class _JaxGBTModel(BaseEstimator):
                  random_strength=0.0, base_score=None,
                  seed: int = 0, boosting: str = "plain", link=None, hessian=None,
                  hessian_floor=0.0, subsample=1.0, sampling: str = "bernoulli",
+                 bagging_temperature=1.0,
                  goss_top_rate=0.2, goss_other_rate=0.1, colsample_bytree=1.0,
                  colsample_bylevel=1.0, colsample_bynode=1.0, monotone_constraints=None,
                  interaction_constraints=None,
@@ -91,6 +93,7 @@ class _JaxGBTModel(BaseEstimator):
         self.hessian_floor = hessian_floor
         self.subsample = subsample
         self.sampling = sampling
+        self.bagging_temperature = bagging_temperature
         self.goss_top_rate = goss_top_rate
         self.goss_other_rate = goss_other_rate
         self.colsample_bytree = colsample_bytree

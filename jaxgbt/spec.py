@@ -34,7 +34,7 @@ LossKind = Literal["row", "group", "dataset"]
 RATES = ("subsample", "colsample_bytree", "colsample_bylevel", "colsample_bynode",
          "goss_top_rate", "goss_other_rate")
 NONNEGATIVE = ("l2", "l1", "min_split_gain", "min_child_weight", "hessian_floor",
-               "random_strength")
+               "random_strength", "bagging_temperature")
 # fit's arguments that are traced arrays, so they can differ between vmapped models.
 TRACED = ("learning_rate", *NONNEGATIVE, "base_score", "sample_weight", "seed", *RATES)
 
@@ -60,7 +60,8 @@ def check_traced(name: str, value, label: str | None = None):
 
 
 def boost_params(learning_rate, l2, l1, min_split_gain, min_child_weight, hessian_floor,
-                 seed, rates: dict, random_strength=0.0) -> BoostParams:
+                 seed, rates: dict, random_strength=0.0, bagging_temperature=1.0
+                 ) -> BoostParams:
     """The traced hyperparameters, checked, as ``BoostParams`` (constraints not yet set).
 
     Args:
@@ -74,12 +75,14 @@ def boost_params(learning_rate, l2, l1, min_split_gain, min_child_weight, hessia
     penalties = dict(l2=l2, l1=l1, min_split_gain=min_split_gain,
                      min_child_weight=min_child_weight)
     for name, value in {**penalties, "hessian_floor": hessian_floor,
-                        "random_strength": random_strength}.items():
+                        "random_strength": random_strength,
+                        "bagging_temperature": bagging_temperature}.items():
         check_traced(name, value)
     as_f32 = {name: jnp.asarray(value, jnp.float32) for name, value in penalties.items()}
     rate = jnp.asarray(0.0 if callable(learning_rate) else learning_rate, jnp.float32)
     sampling = SamplingParams(key=jax.random.PRNGKey(seed),
-                              **{k: jnp.asarray(v, jnp.float32) for k, v in rates.items()})
+                              **{k: jnp.asarray(v, jnp.float32) for k, v in rates.items()},
+                              bagging_temperature=jnp.asarray(bagging_temperature, jnp.float32))
     return BoostParams(learning_rate=rate, split=SplitParams(**as_f32),
                        hessian_floor=jnp.asarray(hessian_floor, jnp.float32), sampling=sampling,
                        random_strength=jnp.asarray(random_strength, jnp.float32))

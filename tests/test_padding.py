@@ -37,6 +37,7 @@ FITS = {
     "ordered": dict(boosting="ordered"),
     "depthwise, weights": dict(grow_policy="depthwise", sample_weight=True),
     "poisson": dict(subsample=0.8, sampling="poisson", colsample_bylevel=0.6),
+    "bayesian, random strength": dict(sampling="bayesian", random_strength=1.0),
     "quantile, base_margin": dict(loss="quantile@0.7", base_margin=True),
     "early stopping": dict(eval_set=True, early_stopping_rounds=2),
 }

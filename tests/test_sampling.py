@@ -26,6 +26,22 @@ def test_bernoulli_and_poisson_rates():
     assert sampling.row_multiplier(jax.random.PRNGKey(1), "none", _params(), g) is None
 
 
+def test_bayesian_bootstrap_weights_are_exponential_to_the_temperature():
+    g = jnp.ones((40000, 1))
+    key = jax.random.PRNGKey(4)
+    one = np.asarray(sampling.row_multiplier(key, "bayesian", _params(), g), np.float64)
+    assert one.min() > 0 and np.all(np.isfinite(one))
+    assert abs(one.mean() - 1.0) < 0.02 and abs(one.var() - 1.0) < 0.05  # Exp(1)
+    # The same uniform draws raised to the temperature: a^2 has mean 2 (E a^2 of Exp(1)).
+    two = np.asarray(sampling.row_multiplier(
+        key, "bayesian", _params()._replace(bagging_temperature=jnp.float32(2.0)), g))
+    np.testing.assert_allclose(two, one**2, rtol=1e-5)
+    assert abs(two.mean() - 2.0) < 0.1
+    flat = sampling.row_multiplier(
+        key, "bayesian", _params()._replace(bagging_temperature=jnp.float32(0.0)), g)
+    np.testing.assert_array_equal(np.asarray(flat), 1.0)
+
+
 def test_goss_keeps_the_largest_gradients_and_reweights_the_rest():
     g = jnp.asarray(np.random.default_rng(0).normal(size=(10000, 1)), jnp.float32)
     weights = np.asarray(sampling.row_multiplier(jax.random.PRNGKey(2), "goss",
@@ -48,6 +64,7 @@ def test_feature_masks_draw_the_asked_fraction_within_the_tree():
 
 @pytest.mark.parametrize("options", [
     dict(subsample=0.5), dict(subsample=1.0, sampling="poisson"), dict(sampling="goss"),
+    dict(sampling="bayesian"),
     dict(colsample_bytree=0.5), dict(colsample_bylevel=0.5),
 ])
 def test_sampling_is_reproducible_from_the_seed_and_changes_with_it(regression_data, options):
@@ -99,6 +116,8 @@ def test_bad_sampling_arguments(regression_data):
         jaxgbt.fit("squared_error", X, y, colsample_bytree=1.5, **SMALL)
     with pytest.raises(ValueError, match="seed=-1"):
         jaxgbt.fit("squared_error", X, y, seed=-1, **SMALL)
+    with pytest.raises(ValueError, match="bagging_temperature=-1"):
+        jaxgbt.fit("squared_error", X, y, sampling="bayesian", bagging_temperature=-1, **SMALL)
 
 
 def test_vmap_over_seeds_gives_the_single_fits(regression_data):

@@ -21,7 +21,7 @@ ROW_AXIS = "rows"
 # The modes of a training program, checked once from fit's arguments (``jaxgbt.spec``).
 GrowPolicy = Literal["oblivious", "depthwise"]
 Boosting = Literal["plain", "ordered"]
-RowSampling = Literal["bernoulli", "poisson", "goss"]
+RowSampling = Literal["bernoulli", "poisson", "goss", "bayesian"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -43,7 +43,8 @@ class BoostConfig:
       fisher: the objective's expected Hessian, for ``curvature="fisher"``.
       grouped: the loss is over groups of rows (``loss(y_q, f_q, mask_q)``).
       leaf_quantile: when set, leaves are refreshed to this quantile of the residuals.
-      row_sampling: "none", "bernoulli", "poisson" or "goss" (see ``sampling``).
+      row_sampling: "none", "bernoulli", "poisson", "goss" or "bayesian" (see
+        ``sampling``).
       sample_capacity: M, the row slots a sampled round grows its tree on
         (``sampling.sample_capacity``), or None to grow every tree on all rows.
       column_sampling: whether features are drawn per tree/level.

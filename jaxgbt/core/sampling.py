@@ -13,6 +13,9 @@ Row sampling multiplies each row's weight for the round:
   goss       LightGBM's gradient-based one-side sampling: keep the ``goss_top_rate``
              rows of largest |g|, and of the rest a ``goss_other_rate`` fraction,
              weighted up by (1 - top) / other
+  bayesian   CatBoost's Bayesian bootstrap: a weight (-log u)^``bagging_temperature``
+             per row, u uniform on (0, 1): at temperature 1 the Exp(1) weights of
+             Rubin's Bayesian bootstrap, at 0 every row at weight 1; every row is kept
 A round that samples rows by ``bernoulli`` or ``poisson`` grows its tree on the drawn
 rows alone when the rate is known on the host: they are gathered into a fixed number of
 slots (``sample_capacity``, a bound on how many rows a round draws) and every histogram
@@ -38,7 +41,7 @@ from jaxgbt.core.layout import layout
 from jaxgbt.core.order import kth_largest
 from jaxgbt.core.tracing import is_traced
 
-ROW_SAMPLING = ("none", "bernoulli", "poisson", "goss")
+ROW_SAMPLING = ("none", "bernoulli", "poisson", "goss", "bayesian")
 
 
 # GOSS's rates as divisors are at least this: a top rate of 1 or an other rate of 0
@@ -57,6 +60,7 @@ class SamplingParams(NamedTuple):
     goss_top_rate: jax.Array
     goss_other_rate: jax.Array
     colsample_bynode: jax.Array | float = 1.0
+    bagging_temperature: jax.Array | float = 1.0
 
 
 def round_keys(params: SamplingParams, round_index: jax.Array) -> tuple[jax.Array, jax.Array]:
@@ -89,6 +93,10 @@ def row_multiplier(key: jax.Array, method: str, params: SamplingParams, g: jax.A
         drawn = jax.random.bernoulli(key, jnp.clip(rest_rate, 0.0, 1.0), (n_rows,))
         amplify = (1.0 - params.goss_top_rate) / jnp.maximum(params.goss_other_rate, _MIN_RATE)
         return jnp.where(top, 1.0, jnp.where(drawn, amplify, 0.0))
+    if method == "bayesian":
+        # u in [tiny, 1): -log u is finite, and 0 only at u = 1, never drawn.
+        u = jax.random.uniform(key, (n_rows,), minval=jnp.finfo(jnp.float32).tiny)
+        return jnp.power(-jnp.log(u), params.bagging_temperature)
     raise ValueError(f"row sampling {method!r}: use one of {ROW_SAMPLING}.")
 
 
