@@ -54,7 +54,7 @@ from jaxgbt.objectives.derivatives import newton_constant
 
 def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int = 6,
         grow_policy: str = "oblivious", learning_rate=0.1, n_bins: int = 256, l2=1.0, l1=0.0,
-        min_split_gain=0.0, min_child_weight=1.0, random_strength=0.0, base_score=None,
+        min_split_gain=0.0, min_child_weight=1.0, random_strength=1.0, base_score=None,
         sample_weight=None, seed: int = 0, base_margin=None, eval_base_margin=None,
         boosting: str = "plain",
         n_outputs: int | None = None, link: Link | None = None, hessian: str | None = None,
@@ -100,7 +100,8 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
       min_split_gain: gamma; a level is split only if its summed gain exceeds it.
       min_child_weight: least Hessian sum a child must hold for its node's gain to
         count.
-      random_strength: CatBoost's ``random_strength`` (>= 0; 0 turns it off): each
+      random_strength: CatBoost's ``random_strength`` (>= 0, CatBoost's default 1; 0
+        turns it off, and gives the deterministic search of XGBoost's gain): each
         candidate split is ranked by its score plus normal noise of this many times
         the spread of the round's gradients, decaying as the rounds times their
         learning rates pass log N (``jaxgbt.core.split.ScoreNoise``). Drawn from

@@ -65,7 +65,7 @@ class _JaxGBTModel(BaseEstimator):
     def __init__(self, *, loss=None, n_trees: int = 200, depth: int = 6,
                  grow_policy: str = "oblivious", learning_rate=0.1, n_bins: int = 256,
                  l2=1.0, l1=0.0, min_split_gain=0.0, min_child_weight=1.0,
-                 random_strength=0.0, base_score=None,
+                 random_strength=1.0, base_score=None,
                  seed: int = 0, boosting: str = "plain", link=None, hessian=None,
                  hessian_floor=0.0, subsample=1.0, sampling: str = "bernoulli",
                  bagging_temperature=1.0,

@@ -74,21 +74,39 @@ def test_noisy_ranks_match_a_float64_reference():
     node = jnp.asarray(np.random.default_rng(2).integers(0, 2, N_ROWS), jnp.int32)
     hist = build_histogram(bins, node, gh, 2, N_BINS)  # [F, 2, B, 2]
     features = jnp.arange(8, dtype=jnp.int32)
-    gains = split.level_gains(hist, params)  # [F, B-1, 2]
-    parent = jnp.sum(split.parent_scores(hist, params), axis=1)
+    gains, parent = split.level_gains_and_parent(hist, params)  # [F, B-1, 2], [F]
     got = np.asarray(split.noisy_ranks(gains, parent, features, params), np.float64)
 
     H = np.asarray(hist, np.float64)
     totals = H.sum(axis=2)  # [F, n, 2]
     parent_ref = np.sum(totals[..., 0] ** 2 / (totals[..., 1] + 1.0), axis=1)
     np.testing.assert_allclose(np.asarray(parent), parent_ref, rtol=1e-5)
-    draws = np.stack([np.asarray(jax.random.normal(jax.random.fold_in(params.noise.key, f),
-                                                   (N_BINS - 1,))) for f in range(8)])
+    draws = np.asarray(split.candidate_normals(params.noise.key, features, (N_BINS - 1,)))
     g64 = np.asarray(gains, np.float64)
     expected = np.sqrt(np.maximum(g64 + parent_ref[:, None, None], 0)) + 0.3 * draws[..., None]
     expected = np.where(g64 > 0.05, expected, -np.inf)
     assert np.isneginf(expected).any() and np.isfinite(expected).any()
     np.testing.assert_allclose(got, expected, rtol=1e-5)
+
+
+def test_candidate_normals_are_standard_normal_and_depend_on_key_and_feature_alone():
+    key = jax.random.PRNGKey(5)
+    features = jnp.arange(400, dtype=jnp.int32)
+    draws = np.asarray(split.candidate_normals(key, features, (8, 31)), np.float64)
+    assert draws.shape == (400, 8, 31) and np.all(np.isfinite(draws))
+    flat = np.sort(draws.ravel())
+    assert abs(flat.mean()) < 0.02 and abs(flat.var() - 1.0) < 0.02
+    # Quantiles of N(0, 1) at 2.5%, 16%, 50%, 84%, 97.5%.
+    for q, z in [(0.025, -1.96), (0.16, -0.994), (0.5, 0.0), (0.84, 0.994), (0.975, 1.96)]:
+        assert abs(flat[int(q * flat.size)] - z) < 0.03
+    # No correlation between neighbouring cells, features or keys.
+    assert abs(np.corrcoef(draws[:, :, :-1].ravel(), draws[:, :, 1:].ravel())[0, 1]) < 0.02
+    assert abs(np.corrcoef(draws[:-1].ravel(), draws[1:].ravel())[0, 1]) < 0.02
+    other = np.asarray(split.candidate_normals(jax.random.fold_in(key, 1), features, (8, 31)))
+    assert abs(np.corrcoef(draws.ravel(), other.ravel())[0, 1]) < 0.02
+    # A feature's draws do not depend on which features are drawn with it.
+    some = np.asarray(split.candidate_normals(key, jnp.asarray([7, 300], jnp.int32), (8, 31)))
+    assert_array_equal(some, draws[[7, 300]].astype(np.float32))
 
 
 @GROWERS

@@ -26,6 +26,7 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 # Floor of the denominator H + l2. With l2 = 0 and a loss whose Hessian vanishes
 # (absolute error, a saturated logistic) H + l2 can be 0; the floor keeps leaf values
@@ -165,6 +166,15 @@ def _node_gains_by_direction(hist: jax.Array, params: SplitParams, bounds=None,
     """``node_gains`` as f32[F, n, B - 1] arrays: missing values sent left, then (with
     ``directions=2``) right. Each is computed with the bins on the last axis
     (``_by_output``)."""
+    return _gains_and_parent(hist, params, bounds, monotone, directions)[0]
+
+
+def _gains_and_parent(hist: jax.Array, params: SplitParams, bounds=None,
+                      monotone: jax.Array | None = None, directions: int = 2
+                      ) -> tuple[tuple[jax.Array, ...], jax.Array]:
+    """(``_node_gains_by_direction``, each node's own score f32[F, n]): the score from
+    the same sums as the gains (score noise ranks by it; computed apart, from the
+    histogram again, it cost a level as much as its gains at 500 features)."""
     by_output = _by_output(hist)  # [2K, F, n, B]
     n_outputs = by_output.shape[0] // 2
     below = prefix_sums(by_output[..., :-1], axis=-1)  # [2K, F, n, B-1]
@@ -187,7 +197,7 @@ def _node_gains_by_direction(hist: jax.Array, params: SplitParams, bounds=None,
             ordered = jnp.all((direction == 0) | (direction * (w_right - w_left) >= 0), axis=0)
             allowed = allowed & ordered
         gains.append(jnp.where(allowed, gain, 0.0))
-    return tuple(gains)
+    return tuple(gains), parent[..., 0]
 
 
 def node_gains(hist: jax.Array, params: SplitParams, bounds=None,
@@ -213,13 +223,45 @@ def node_gains(hist: jax.Array, params: SplitParams, bounds=None,
 def level_gains(hist: jax.Array, params: SplitParams, directions: int = 2) -> jax.Array:
     """Gain of every candidate split of one oblivious level: ``node_gains`` summed over
     the level's nodes, f32[F, B - 1, directions] (missing-left only with 1)."""
-    return jnp.stack([jnp.sum(gains, axis=1) for gains in
-                      _node_gains_by_direction(hist, params, directions=directions)], axis=-1)
+    return level_gains_and_parent(hist, params, directions)[0]
 
 
-def parent_scores(hist: jax.Array, params: SplitParams) -> jax.Array:
-    """f32[F, n]: each node's own score T(G)^2 / (H + l2), from f32[F, n, B, 2K]."""
-    return _score_by_output(jnp.sum(_by_output(hist), axis=-1), params)
+def level_gains_and_parent(hist: jax.Array, params: SplitParams, directions: int = 2
+                           ) -> tuple[jax.Array, jax.Array]:
+    """(``level_gains``, the level's summed own score of its nodes f32[F]): the score
+    of the rows a candidate divides, as ``noisy_ranks`` takes it."""
+    gains, parent = _gains_and_parent(hist, params, directions=directions)
+    return jnp.stack([jnp.sum(g, axis=1) for g in gains], axis=-1), jnp.sum(parent, axis=1)
+
+
+def _mix32(x: jax.Array) -> jax.Array:
+    """MurmurHash3's 32-bit finaliser: every input bit flips each output bit with
+    probability about 1/2 (u32 in, u32 out)."""
+    x = x ^ (x >> 16)
+    x = x * jnp.uint32(0x85EBCA6B)
+    x = x ^ (x >> 13)
+    x = x * jnp.uint32(0xC2B2AE35)
+    return x ^ (x >> 16)
+
+
+def candidate_normals(key: jax.Array, features: jax.Array, shape: tuple[int, ...]
+                      ) -> jax.Array:
+    """f32[b, *shape]: a standard normal per feature of ``features`` i32[b] and cell of
+    ``shape``, a function of the key u32[2], the feature's index and the cell alone.
+
+    A counter-based hash, not ``jax.random.normal``: a level draws one number per
+    candidate (500 features x 255 bins x nodes), and threefry's bits cost more than
+    the level's split search (docs/benchmarks.md, "Score noise"). Two rounds of
+    MurmurHash3's finaliser over (key, feature, cell) give 24 uniform bits, and the
+    inverse normal CDF the normal.
+    """
+    key = jnp.asarray(key).astype(jnp.uint32).reshape(-1)
+    cells = jnp.arange(int(np.prod(shape)), dtype=jnp.uint32).reshape((1, *shape))
+    per_feature = _mix32(key[0] ^ (features.astype(jnp.uint32) * jnp.uint32(0x9E3779B9)))
+    per_feature = per_feature.reshape((-1,) + (1,) * len(shape))
+    bits = _mix32(per_feature ^ key[-1] ^ (cells * jnp.uint32(0x632BE5AB)))
+    uniform = ((bits >> 8).astype(jnp.float32) + 0.5) * (1.0 / (1 << 24))  # in (0, 1)
+    return jnp.sqrt(2.0) * jax.lax.erf_inv(2.0 * uniform - 1.0)
 
 
 def noisy_ranks(gains: jax.Array, parent: jax.Array, features: jax.Array,
@@ -238,9 +280,7 @@ def noisy_ranks(gains: jax.Array, parent: jax.Array, features: jax.Array,
       no row is missing, still goes to missing-left); -inf where the gain would not split.
     """
     noise = params.noise
-    shape = gains.shape[1:-1]
-    draws = jax.vmap(lambda f: jax.random.normal(jax.random.fold_in(noise.key, f), shape))(
-        features)
+    draws = candidate_normals(noise.key, features, gains.shape[1:-1])
     expand = (Ellipsis,) + (None,) * (gains.ndim - parent.ndim)
     score = jnp.sqrt(jnp.maximum(gains + parent[expand], 0.0)) + noise.scale * draws[..., None]
     return jnp.where(gains > jnp.maximum(params.min_split_gain, 0.0), score, -jnp.inf)
@@ -302,11 +342,10 @@ def best_level_candidate(hist: jax.Array, features: jax.Array, counted: jax.Arra
     n_hist_bins = hist.shape[2] - 1
 
     def search(directions):
-        gains = level_gains(hist, params, directions)  # [b, B_g-1, directions]
+        gains, parent = level_gains_and_parent(hist, params, directions)  # [b, B_g-1, d]
         gains = jnp.where(counted[:, None, None], gains, -jnp.inf)
         ranks = gains
         if params.noise is not None:
-            parent = jnp.sum(parent_scores(hist, params), axis=1)  # the level's, [b]
             ranks = jnp.where(counted[:, None, None],
                               noisy_ranks(gains, parent, features, params), -jnp.inf)
         local = jnp.argmax(ranks.reshape(-1))
@@ -340,14 +379,15 @@ def best_node_candidates(hist: jax.Array, features: jax.Array, counted: jax.Arra
     n_nodes, n_hist_bins = hist.shape[1], hist.shape[2] - 1
 
     def search(directions):
-        gains = jnp.stack(_node_gains_by_direction(hist, params, bounds, block_monotone,
-                                                   directions), axis=-1)
+        by_direction, parent = _gains_and_parent(hist, params, bounds, block_monotone,
+                                                 directions)
+        gains = jnp.stack(by_direction, axis=-1)
         gains = jnp.where(usable[:, :, None, None], gains, -jnp.inf)  # [b, n, B-1, d]
         by_node = jnp.moveaxis(gains, 1, 0).reshape(n_nodes, -1)
         ranks, score = by_node, None
         if params.noise is not None:
-            ranks = jnp.where(usable[:, :, None, None], noisy_ranks(
-                gains, parent_scores(hist, params), features, params), -jnp.inf)
+            ranks = jnp.where(usable[:, :, None, None],
+                              noisy_ranks(gains, parent, features, params), -jnp.inf)
             ranks = jnp.moveaxis(ranks, 1, 0).reshape(n_nodes, -1)
         local = jnp.argmax(ranks, axis=-1)
         gain = jnp.take_along_axis(by_node, local[:, None], axis=-1)[:, 0]
