@@ -140,7 +140,9 @@ def _grown_trees(objective, X, target, seeds, batch_size, depth, n_bins, l2,
                        n_trees=1, depth=depth, n_bins=n_bins, learning_rate=1.0, l2=l2,
                        min_child_weight=min_child_weight, base_score=start,
                        sampling="poisson", subsample=1.0, grow_policy=grow_policy,
-                    **{layout(grow_policy).finest_colsample: colsample})
+                       # A random forest's trees split on their best candidates.
+                       random_strength=0.0,
+                       **{layout(grow_policy).finest_colsample: colsample})
 
 
 @functools.cache

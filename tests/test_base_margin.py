@@ -48,7 +48,8 @@ def test_poisson_with_log_exposure_matches_lightgbm_init_score_and_beats_no_offs
     X, y, offset = _doctor_visit_cells()
     order = np.random.default_rng(0).permutation(y.shape[0])
     train, test = order[: y.shape[0] // 2], order[y.shape[0] // 2:]
-    settings = dict(n_trees=60, depth=3, learning_rate=0.1, grow_policy="depthwise")
+    settings = dict(n_trees=60, depth=3, learning_rate=0.1, grow_policy="depthwise",
+                    random_strength=0.0)  # LightGBM's search: no noise
     model = jaxgbt.fit("poisson", X[train], y[train], base_margin=offset[train], **settings)
     predicted = np.asarray(model.predict(X[test], base_margin=offset[test]))
     no_offset = jaxgbt.fit("poisson", X[train], y[train], **settings)
@@ -71,10 +72,12 @@ def test_boosting_on_another_models_margins_equals_continuing_it(regression, los
     X, y, _, _ = regression
     if loss == "softmax":  # vector outputs: margins f32[N, 3]
         y = np.digitize(y, np.quantile(y, [1 / 3, 2 / 3])).astype(np.float32)
-    first = jaxgbt.fit(loss, X, y, **SMALL)
+    # Without score noise: a continued fit's rounds are numbered after the first model's,
+    # and the noise (its draws and its decay) follows the round number.
+    first = jaxgbt.fit(loss, X, y, random_strength=0.0, **SMALL)
     margin = np.asarray(first.predict_raw(X))
-    on_top = jaxgbt.fit(loss, X, y, base_margin=margin, **SMALL)
-    continued = jaxgbt.fit(loss, X, y, init_model=first, **SMALL)
+    on_top = jaxgbt.fit(loss, X, y, base_margin=margin, random_strength=0.0, **SMALL)
+    continued = jaxgbt.fit(loss, X, y, init_model=first, random_strength=0.0, **SMALL)
     np.testing.assert_array_equal(on_top.feature, continued.feature[SMALL["n_trees"]:])
     np.testing.assert_allclose(on_top.predict_raw(X, base_margin=margin),
                                continued.predict_raw(X), atol=2e-5)

@@ -514,7 +514,9 @@ def test_adult_matches_catboost_within_one_percent():
     1% of CatBoost's, both with depth 6, 300 trees, learning rate 0.1, l2 1, and their
     own categorical defaults; each averaged over seeds 0 and 1 (a seed moves either
     library's logloss by about 0.001). Measured: jaxgbt 0.8712 / 0.2763, CatBoost
-    0.8745 / 0.2745 (+0.66% logloss; see docs/training.md)."""
+    0.8745 / 0.2745 (+0.66% logloss; see docs/training.md). Without score noise: on adult
+    the default random_strength=1 costs about 0.0006 of log loss (docs/accuracy.md), which
+    this 1% check of the categorical encoding does not need to absorb."""
     catboost = pytest.importorskip("catboost")
     train, test = load_adult()  # bundled: ../shared/data/adult's bytes
     y_train = (train.pop("income") == ">50K").to_numpy(np.float32)
@@ -529,7 +531,7 @@ def test_adult_matches_catboost_within_one_percent():
     for seed in (0, 1):
         model = jaxgbt.fit("logistic", train, y_train, categorical_features=ADULT_CATEGORICAL,
                            n_trees=300, depth=6, learning_rate=0.1, l2=1.0, seed=seed,
-                           one_hot_max_size=4)
+                           one_hot_max_size=4, random_strength=0.0)
         ours.append(scores(model.predict(test)))
         reference = catboost.CatBoostClassifier(
             iterations=300, depth=6, learning_rate=0.1, l2_leaf_reg=1.0, random_seed=seed,

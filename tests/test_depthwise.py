@@ -64,7 +64,8 @@ def fitted():
     weight = rng.uniform(0.5, 2.0, len(X)).astype(np.float32)
     model = jaxgbt.fit("squared_error", X, y, n_trees=3, depth=DEPTH, n_bins=N_BINS,
                        learning_rate=0.3, sample_weight=weight, l2=1.0, l1=0.5,
-                       min_child_weight=1.0, grow_policy="depthwise")
+                       min_child_weight=1.0, grow_policy="depthwise",
+                       random_strength=0.0)  # the reference ranks by gain, without noise
     return X, y, weight, model
 
 

@@ -113,7 +113,9 @@ def test_cps1988_predictions_match_catboost_plain():
     # every pair of neighbouring values: the same bins, the same trees. Measured max
     # |difference| 3.3e-6 (float32 sums in a different order).
     X_train, y_train, X_test, _ = _cps1988()
-    ours = np.asarray(_fit("squared_error", X_train, y_train).predict(X_test))
+    ours = np.asarray(jaxgbt.fit("squared_error", X_train, y_train, n_trees=N_TREES,
+                                 depth=DEPTH, learning_rate=LEARNING_RATE, l2=L2,
+                                 random_strength=0.0).predict(X_test))
     anchor = _catboost("CatBoostRegressor", **CATBOOST_PLAIN).fit(X_train, y_train)
     np.testing.assert_allclose(ours, anchor.predict(X_test), rtol=0, atol=1e-4)
 
@@ -129,7 +131,7 @@ def test_cps1988_depthwise_predictions_match_xgboost(gamma):
     X_train, y_train, X_test, _ = _cps1988()
     ours = jaxgbt.fit("squared_error", X_train, y_train, n_trees=N_TREES, depth=DEPTH,
                       learning_rate=LEARNING_RATE, l2=L2, grow_policy="depthwise",
-                      min_split_gain=gamma)
+                      min_split_gain=gamma, random_strength=0.0)
     anchor = xgboost.XGBRegressor(n_estimators=N_TREES, max_depth=DEPTH,
                                   learning_rate=LEARNING_RATE, reg_lambda=L2, min_child_weight=1,
                                   tree_method="hist", grow_policy="depthwise", n_jobs=2,

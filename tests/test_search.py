@@ -102,11 +102,16 @@ def test_data_without_missing_values_search_one_direction_to_the_same_tree(monke
     assert np.all(np.asarray(one_direction[0].default_left))
 
 
+@pytest.mark.parametrize("random_strength", [0.0, 1.0])
 @pytest.mark.parametrize("grow_policy", ["oblivious", "depthwise"])
-def test_few_valued_features_searched_narrower_give_the_same_model(monkeypatch, grow_policy):
+def test_few_valued_features_searched_narrower_give_the_same_model(monkeypatch, grow_policy,
+                                                                   random_strength):
     # 0/1 and three-valued columns next to continuous ones: the few-valued ones get
     # 4-bin histograms (binning.bin_groups); the model must equal the one whose every
     # feature is searched with 64 bins, bit for bit. Some continuous cells are missing.
+    # With score noise a candidate draws the same number at either width; the gains may
+    # then round differently (the search compiles to other loops), so the trees must be
+    # the same and the numbers equal to float rounding.
     import jaxgbt
     import jaxgbt.data.binning as binning
 
@@ -121,12 +126,16 @@ def test_few_valued_features_searched_narrower_give_the_same_model(monkeypatch, 
 
     def fitted():
         return jaxgbt.fit("logistic", X, y.astype(np.float32), n_trees=3, depth=3, n_bins=64,
-                          grow_policy=grow_policy)
+                          grow_policy=grow_policy, random_strength=random_strength)
 
     narrow = fitted()
     monkeypatch.setattr(binning, "MIN_GROUP_SAVING", 2.0)  # every feature at 64 bins
     assert binning.bin_groups(thresholds, 300) is None
     wide = fitted()
     for name in ("feature", "threshold", "default_left", "split_gain", "leaf_value"):
+        if random_strength and name in ("split_gain", "leaf_value"):
+            np.testing.assert_allclose(getattr(narrow, name), getattr(wide, name), rtol=1e-5,
+                                       atol=1e-6)
+            continue
         assert_array_equal(np.asarray(getattr(narrow, name)), np.asarray(getattr(wide, name)))
     assert set(np.asarray(narrow.feature).ravel()) & set(range(2, 12))

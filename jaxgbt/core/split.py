@@ -26,7 +26,6 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
 # Floor of the denominator H + l2. With l2 = 0 and a loss whose Hessian vanishes
 # (absolute error, a saturated logistic) H + l2 can be 0; the floor keeps leaf values
@@ -244,28 +243,28 @@ def _mix32(x: jax.Array) -> jax.Array:
     return x ^ (x >> 16)
 
 
-def candidate_normals(key: jax.Array, features: jax.Array, shape: tuple[int, ...]
-                      ) -> jax.Array:
-    """f32[b, *shape]: a standard normal per feature of ``features`` i32[b] and cell of
-    ``shape``, a function of the key u32[2], the feature's index and the cell alone.
+def candidate_normals(key: jax.Array, features: jax.Array, cells: jax.Array) -> jax.Array:
+    """f32[b, *S]: a standard normal per feature of ``features`` i32[b] and cell id of
+    ``cells`` u32[*S], a function of the key u32[2], the feature's index and the cell id
+    alone.
 
     A counter-based hash, not ``jax.random.normal``: a level draws one number per
-    candidate (500 features x 255 bins x nodes), and threefry's bits cost more than
-    the level's split search (docs/benchmarks.md, "Score noise"). Two rounds of
+    candidate (500 features x 255 bins x nodes), and threefry took 0.88 ms for 500 x 255
+    against 0.38 ms for this hash (docs/benchmarks.md, "Score noise"). Two rounds of
     MurmurHash3's finaliser over (key, feature, cell) give 24 uniform bits, and the
     inverse normal CDF the normal.
     """
     key = jnp.asarray(key).astype(jnp.uint32).reshape(-1)
-    cells = jnp.arange(int(np.prod(shape)), dtype=jnp.uint32).reshape((1, *shape))
     per_feature = _mix32(key[0] ^ (features.astype(jnp.uint32) * jnp.uint32(0x9E3779B9)))
-    per_feature = per_feature.reshape((-1,) + (1,) * len(shape))
-    bits = _mix32(per_feature ^ key[-1] ^ (cells * jnp.uint32(0x632BE5AB)))
+    per_feature = per_feature.reshape((-1,) + (1,) * cells.ndim)
+    bits = _mix32(per_feature ^ key[-1] ^ (cells[None].astype(jnp.uint32)
+                                           * jnp.uint32(0x632BE5AB)))
     uniform = ((bits >> 8).astype(jnp.float32) + 0.5) * (1.0 / (1 << 24))  # in (0, 1)
     return jnp.sqrt(2.0) * jax.lax.erf_inv(2.0 * uniform - 1.0)
 
 
 def noisy_ranks(gains: jax.Array, parent: jax.Array, features: jax.Array,
-                params: SplitParams) -> jax.Array:
+                params: SplitParams, n_value_bins: int) -> jax.Array:
     """The scores candidates are ranked by under ``params.noise`` (``ScoreNoise``).
 
     Args:
@@ -273,6 +272,9 @@ def noisy_ranks(gains: jax.Array, parent: jax.Array, features: jax.Array,
         depthwise trees, none for an oblivious level; d missing directions).
       parent: f32[b, *S], the score of the rows the candidates divide.
       features: i32[b], the candidates' features among every feature.
+      n_value_bins: B - 1 of every feature (a group's histograms may be narrower): the
+        cell of node j's bin k is j * (B - 1) + k, so that a candidate draws the same e
+        in a narrow group as at full width.
 
     Returns:
       f32 of the shape of ``gains``: sqrt(gain + parent) + scale * e, one e per (feature,
@@ -280,7 +282,12 @@ def noisy_ranks(gains: jax.Array, parent: jax.Array, features: jax.Array,
       no row is missing, still goes to missing-left); -inf where the gain would not split.
     """
     noise = params.noise
-    draws = candidate_normals(noise.key, features, gains.shape[1:-1])
+    *nodes, n_bins_here = gains.shape[1:-1]
+    cells = jnp.arange(n_bins_here, dtype=jnp.uint32)
+    if nodes:
+        cells = cells[None] + jnp.uint32(n_value_bins) * jnp.arange(
+            nodes[0], dtype=jnp.uint32)[:, None]
+    draws = candidate_normals(noise.key, features, cells)
     expand = (Ellipsis,) + (None,) * (gains.ndim - parent.ndim)
     score = jnp.sqrt(jnp.maximum(gains + parent[expand], 0.0)) + noise.scale * draws[..., None]
     return jnp.where(gains > jnp.maximum(params.min_split_gain, 0.0), score, -jnp.inf)
@@ -347,7 +354,8 @@ def best_level_candidate(hist: jax.Array, features: jax.Array, counted: jax.Arra
         ranks = gains
         if params.noise is not None:
             ranks = jnp.where(counted[:, None, None],
-                              noisy_ranks(gains, parent, features, params), -jnp.inf)
+                              noisy_ranks(gains, parent, features, params,
+                                          n_value_bins or n_hist_bins), -jnp.inf)
         local = jnp.argmax(ranks.reshape(-1))
         return Best(gains.reshape(-1)[local],
                     _global_index(local, features, n_hist_bins, directions,
@@ -387,7 +395,8 @@ def best_node_candidates(hist: jax.Array, features: jax.Array, counted: jax.Arra
         ranks, score = by_node, None
         if params.noise is not None:
             ranks = jnp.where(usable[:, :, None, None],
-                              noisy_ranks(gains, parent, features, params), -jnp.inf)
+                              noisy_ranks(gains, parent, features, params,
+                                          n_value_bins or n_hist_bins), -jnp.inf)
             ranks = jnp.moveaxis(ranks, 1, 0).reshape(n_nodes, -1)
         local = jnp.argmax(ranks, axis=-1)
         gain = jnp.take_along_axis(by_node, local[:, None], axis=-1)[:, 0]
