@@ -129,7 +129,7 @@ def jaxgbt_fit(cfg, loss: str, **extra):
         group = {"group": rest[1]} if len(rest) == 2 else {}
         return jaxgbt.fit(objective(loss), X, y, n_trees=cfg["n_trees"], depth=cfg["depth"],
                           learning_rate=cfg["learning_rate"], l2=l2, seed=cfg["seed"],
-                          **group, **extra)
+                          random_strength=cfg["random_strength"], **group, **extra)
 
     return fit
 
