@@ -72,12 +72,19 @@ VERDICT_WORDS = {"win": "better", "tie": "level", "loss": "worse"}
 
 def jaxgbt_model(task: str, cfg: dict, cat_names: list[str], settings=None) -> Model:
     """jaxgbt with its defaults but the budget and ``settings`` (more ``jaxgbt.fit``
-    keyword arguments, a variant's); the categorical columns named."""
+    keyword arguments, a variant's); the categorical columns named. A variant's
+    ``auto`` table fits with ``jaxgbt.fit_auto`` (its arguments), which chooses the
+    trees and learning rate itself: the budget's depth only."""
+    settings = dict(settings or {})
+    auto = settings.pop("auto", None)
+
     def fit(X, y, group=None):
-        return jaxgbt.fit(LOSSES[task], X, y, n_trees=cfg["n_trees"], depth=cfg["depth"],
-                          learning_rate=cfg["learning_rate"],
-                          categorical_features=cat_names or None, group=group,
-                          **(settings or {}))
+        common = dict(depth=cfg["depth"], categorical_features=cat_names or None, group=group,
+                      **settings)
+        if auto is not None:
+            return jaxgbt.fit_auto(LOSSES[task], X, y, **auto, **common).model
+        return jaxgbt.fit(LOSSES[task], X, y, n_trees=cfg["n_trees"],
+                          learning_rate=cfg["learning_rate"], **common)
 
     return Model(fit, lambda model, X: np.asarray(model.predict(X)))
 

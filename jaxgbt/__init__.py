@@ -26,8 +26,10 @@ from jaxgbt.io.model_format import save as save
 from jaxgbt.io.onnx import to_onnx as to_onnx
 from jaxgbt.model import Booster as Booster
 from jaxgbt.model import load as load
+from jaxgbt.model_selection import AutoFit as AutoFit
 from jaxgbt.model_selection import CVResult as CVResult
 from jaxgbt.model_selection import cv as cv
+from jaxgbt.model_selection import fit_auto as fit_auto
 from jaxgbt.objectives import Objective as Objective
 from jaxgbt.sweeps import fit_many as fit_many
 from jaxgbt.sweeps import member as member

@@ -1,5 +1,6 @@
 """Model selection: K-fold cross-validation (``cv``) as one vmapped fit over fold masks,
-and the fold assignment it uses (``fold_ids``: plain, stratified or by query)."""
+the fold assignment it uses (``fold_ids``: plain, stratified or by query), and
+``fit_auto``, a fit whose learning rate and number of trees are cross-validated."""
 
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
@@ -8,12 +9,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxgbt import spec
 from jaxgbt.data import frames
 from jaxgbt.data import validation as check
 from jaxgbt.data.dataset import read_shared_X
 from jaxgbt.evaluation.evaluator import metric_name, resolve_metrics
 from jaxgbt.model import Booster
 from jaxgbt.objectives import Objective, resolve
+from jaxgbt.fitting import fit
 from jaxgbt.sweeps import member_rows, vmapped_fit
 
 
@@ -146,6 +149,87 @@ def cv(loss: "str | Objective | Callable", X, y, *, n_folds: int = 5,
     best = (np.argmax if metric.higher_is_better else np.argmin)(finite, axis=-1)
     best_score = np.take_along_axis(watched, best[..., None], axis=-1)[..., 0]
     return CVResult(models, folds, history, mean, std, best, best_score)
+
+
+# The learning rates ``fit_auto`` cross-validates by default, all in one program.
+AUTO_LEARNING_RATES = (0.03, 0.1, 0.3)
+
+
+class AutoFit(NamedTuple):
+    """What ``fit_auto`` returns.
+
+    Attributes:
+      model: the Booster fitted on every row with the chosen settings.
+      learning_rate: the chosen learning rate.
+      n_trees: the chosen number of trees (the best round of the cross-validation + 1).
+      cv: the ``CVResult`` they were chosen from (axis 0 of its arrays: the rates).
+    """
+
+    model: Booster
+    learning_rate: float
+    n_trees: int
+    cv: CVResult
+
+
+def fit_auto(loss: "str | Objective | Callable", X, y, *, max_trees: int = 1000,
+             learning_rates=AUTO_LEARNING_RATES, n_folds: int = 5, group=None,
+             sample_weight=None, eval_metric=None, fold_seed: int = 0,
+             batch_size: int | None = None, **fit_kwargs) -> AutoFit:
+    """A fit that chooses its own learning rate and number of trees, for users who do
+    not tune.
+
+    Every rate of ``learning_rates`` is cross-validated over ``n_folds`` folds for up to
+    ``max_trees`` rounds: rates x folds models trained as one vmapped program (``cv``
+    with a sweep, the learning rate being traced). The (rate, round) with the best mean
+    held-out score of the first metric is refitted on every row: that rate, and the
+    round + 1 trees. The cost is about (rates x folds + 1) fits of ``max_trees`` trees.
+
+    Example::
+
+        auto = jaxgbt.fit_auto("logistic", X, y)
+        auto.model.predict(X_test); auto.learning_rate, auto.n_trees
+
+    Args:
+      loss, X, y: as for ``jaxgbt.fit``.
+      max_trees: the most trees the cross-validation grows (>= 1).
+      learning_rates: the rates to choose from (each as ``fit`` checks it).
+      n_folds, group, sample_weight, eval_metric, fold_seed, batch_size: as for ``cv``
+        (``eval_metric``'s first metric chooses; default the objective's own).
+      **fit_kwargs: any other ``fit`` setting, the same for every fit (depth,
+        regularisation, categorical columns, ...); not ``n_trees`` or ``learning_rate``,
+        which this chooses.
+
+    Returns:
+      An AutoFit.
+    """
+    for name in ("n_trees", "learning_rate", "params"):
+        if name in fit_kwargs:
+            raise ValueError(f"fit_auto chooses {name.replace('params', 'the sweep')} itself; "
+                             f"drop {name}= (use max_trees= and learning_rates= to bound "
+                             "the choice), or call jaxgbt.fit / jaxgbt.cv.")
+    check.check_int(max_trees, "max_trees", 1)
+    if isinstance(learning_rates, (str, bytes)) or not np.ndim(learning_rates) == 1 \
+            or len(learning_rates) == 0:
+        raise TypeError(f"learning_rates must be a non-empty list of numbers; got "
+                        f"{learning_rates!r}.")
+    rates = []
+    for i, rate in enumerate(learning_rates):
+        if callable(rate):
+            raise TypeError(f"learning_rates[{i}] is a schedule; fit_auto chooses among "
+                            "constant rates (a schedule can be passed to jaxgbt.cv or fit).")
+        rates.append(float(spec.check_traced("learning_rate", rate, f"learning_rates[{i}]")))
+    result = cv(loss, X, y, n_folds=n_folds, group=group, sample_weight=sample_weight,
+                eval_metric=eval_metric, fold_seed=fold_seed, batch_size=batch_size,
+                params={"learning_rate": rates}, n_trees=max_trees, **fit_kwargs)
+    objective = resolve(loss, fit_kwargs.get("link"))
+    metric = resolve_metrics(eval_metric, objective, False, group is not None)[0]
+    scores = np.where(np.isnan(result.best_score),
+                      -np.inf if metric.higher_is_better else np.inf, result.best_score)
+    chosen = int((np.argmax if metric.higher_is_better else np.argmin)(scores))
+    n_trees = int(result.best_round[chosen]) + 1
+    model = fit(loss, X, y, n_trees=n_trees, learning_rate=rates[chosen], group=group,
+                sample_weight=sample_weight, **fit_kwargs)
+    return AutoFit(model, rates[chosen], n_trees, result)
 
 
 def fold_ids(n_rows: int, n_folds: int, *, labels=None, group=None, shuffle: bool = True,

@@ -208,3 +208,30 @@ def test_cv_rejects_bad_arguments(loss, kwargs, error, pattern):
     X, y = make_regression()
     with pytest.raises(error, match=pattern):
         jaxgbt.cv(loss, X, np.abs(y), **kwargs, **SMALL)
+
+
+def test_fit_auto_refits_the_best_rate_and_round_of_its_cross_validation():
+    X, y = make_binary()
+    rates = (0.05, 0.5)
+    auto = jaxgbt.fit_auto("logistic", X, y, max_trees=24, learning_rates=rates, n_folds=3,
+                           depth=3, n_bins=16)
+    curves = auto.cv.mean["valid:logloss"]  # [rates, rounds]
+    assert curves.shape == (2, 24)
+    best_rate, best_round = np.unravel_index(np.nanargmin(curves), curves.shape)
+    assert auto.learning_rate == rates[best_rate] and auto.n_trees == best_round + 1
+    refit = jaxgbt.fit("logistic", X, y, n_trees=auto.n_trees, learning_rate=auto.learning_rate,
+                       depth=3, n_bins=16)
+    _assert_same_model(auto.model, refit)
+
+
+@pytest.mark.parametrize("kwargs, error, pattern", [
+    (dict(n_trees=10), ValueError, "fit_auto chooses n_trees"),
+    (dict(learning_rate=0.1), ValueError, "fit_auto chooses learning_rate"),
+    (dict(learning_rates=[]), TypeError, "non-empty list"),
+    (dict(learning_rates=[0.1, -1.0]), ValueError, r"learning_rates\[1\]=-1.0"),
+    (dict(max_trees=0), ValueError, "max_trees"),
+])
+def test_fit_auto_rejects_what_it_chooses_and_bad_rates(kwargs, error, pattern):
+    X, y = make_binary()
+    with pytest.raises(error, match=pattern):
+        jaxgbt.fit_auto("logistic", X, y, **kwargs)
