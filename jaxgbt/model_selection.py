@@ -14,9 +14,9 @@ from jaxgbt.data import frames
 from jaxgbt.data import validation as check
 from jaxgbt.data.dataset import read_shared_X
 from jaxgbt.evaluation.evaluator import metric_name, resolve_metrics
+from jaxgbt.fitting import fit
 from jaxgbt.model import Booster
 from jaxgbt.objectives import Objective, resolve
-from jaxgbt.fitting import fit
 from jaxgbt.sweeps import member_rows, vmapped_fit
 
 
