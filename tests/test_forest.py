@@ -51,12 +51,13 @@ def test_each_tree_is_a_one_round_fit_on_its_bootstrap(regression_data):
         counts = _manual_counts(seed, len(y))
         assert 0 < (counts == 0).mean() < 0.6 and counts.max() >= 2
         np.testing.assert_array_equal(bootstrap_counts(forest.seeds, len(y))[t], counts)
-        # The same tree from an ordinary fit: the bootstrap counts as sample weights and
-        # the tree's seed for its feature draws.
+        # The same tree from an ordinary fit: the bootstrap counts as sample weights, the
+        # tree's seed for its feature draws, and no score noise (a forest's trees split on
+        # their best candidates).
         single = jaxgbt.fit("squared_error", X, y, sample_weight=counts, seed=int(seed),
                             n_trees=1, learning_rate=1.0, l2=1e-3, base_score=float(y.mean()),
                             colsample_bylevel=0.5, depth=FOREST["depth"],
-                            n_bins=FOREST["n_bins"])
+                            n_bins=FOREST["n_bins"], random_strength=0.0)
         np.testing.assert_array_equal(model.feature[t], single.feature[0])
         np.testing.assert_array_equal(model.threshold[t], single.threshold[0])
         np.testing.assert_allclose(model.n_trees * model.leaf_value[t], single.leaf_value[0],
