@@ -60,8 +60,7 @@ def check_traced(name: str, value, label: str | None = None):
 
 
 def boost_params(learning_rate, l2, l1, min_split_gain, min_child_weight, hessian_floor,
-                 seed, rates: dict, random_strength=1.0, bagging_temperature=1.0
-                 ) -> BoostParams:
+                 seed, rates: dict, random_strength, bagging_temperature) -> BoostParams:
     """The traced hyperparameters, checked, as ``BoostParams`` (constraints not yet set).
 
     Args:
