@@ -24,6 +24,7 @@ from jaxgbt.objectives.derivatives import (
     newton_constant,
     row_derivatives,
 )
+from jaxgbt.objectives.ranking import _lambdarank_weights
 
 CLOSED_FORMS = {
     "squared_error": (squared_error, lambda y, f: f - y, lambda y, f: np.ones_like(f)),
@@ -521,24 +522,44 @@ def _ranking_layout(rng):
     return y, f, index, mask
 
 
+def _lambdarank_reference(y, s, top_k=None, scale=True):
+    """One query's LambdaRank pairs by a plain loop in LightGBM's order (its
+    ``GetGradientsForOneQuery``): rows sorted by descending score (ties in row order), the
+    row at position i < top_k paired with every later row of another grade, weight
+    |delta gain x delta discount| / ideal DCG@top_k; then every weight times
+    log2(1 + S) / S, S = sum of 2 w rho (``lambdarank_norm``; not with scale=False).
+    Returns {(high, low): weight} of row pairs, high the row with the larger grade."""
+    n = len(y)
+    gain = 2.0**y - 1
+    order = np.argsort(-s, kind="stable")
+    discount = 1 / np.log2(np.arange(n) + 2.0)
+    cut = n if top_k is None else min(top_k, n)
+    max_dcg = np.sum(np.sort(gain)[::-1][:cut] / np.log2(np.arange(cut) + 2.0))
+    weights = {}
+    for i in range(min(n - 1, cut)):
+        for j in range(i + 1, n):
+            a, b = order[i], order[j]
+            if y[a] == y[b]:
+                continue
+            high, low = (a, b) if y[a] > y[b] else (b, a)
+            weights[high, low] = abs((gain[a] - gain[b]) * (discount[i] - discount[j])) / max_dcg
+    total = sum(2 * w / (1 + np.exp(s[h] - s[lo])) for (h, lo), w in weights.items())
+    if scale and total > 0:
+        return {pair: w * np.log2(1 + total) / total for pair, w in weights.items()}
+    return weights
+
+
 def _ranking_loss_reference(name, y, s):
     """One unpadded query's loss by plain NumPy loops."""
     gain = 2.0**y - 1
     if name == "listwise_softmax":
         log_p = s - np.log(np.sum(np.exp(s)))
         return -np.sum(gain / max(gain.sum(), 1e-9) * log_p)
-    rank = np.empty(len(y), int)
-    rank[np.argsort(-s, kind="stable")] = np.arange(len(y))
-    discount = 1 / np.log2(rank + 2.0)
-    max_dcg = np.sum(np.sort(gain)[::-1] / np.log2(np.arange(len(y)) + 2.0))
-    total = 0.0
-    for i in range(len(y)):
-        for j in range(len(y)):
-            if y[i] > y[j]:
-                weight = (1.0 if name == "pairwise_logistic" else
-                          abs((gain[i] - gain[j]) * (discount[i] - discount[j])) / max_dcg)
-                total += weight * np.log1p(np.exp(-(s[i] - s[j])))
-    return total
+    if name == "pairwise_logistic":
+        pairs = {(i, j): 1.0 for i in range(len(y)) for j in range(len(y)) if y[i] > y[j]}
+    else:
+        pairs = _lambdarank_reference(y, s)
+    return sum(w * np.log1p(np.exp(-(s[i] - s[j]))) for (i, j), w in pairs.items())
 
 
 @functools.partial(jax.jit, static_argnums=0)
@@ -571,49 +592,66 @@ def test_group_loss_and_g_h_equal_references_and_padding_stays_zero(name):
     expected = sum(_ranking_loss_reference(name, y[a:b], f[a:b])
                    for a, b in zip(bounds[:-1], bounds[1:], strict=True))
     np.testing.assert_allclose(value, expected, rtol=1e-12)
-    np.testing.assert_allclose(g, g_fd, rtol=1e-6, atol=1e-8)
-    np.testing.assert_allclose(h, h_fd, rtol=1e-4, atol=1e-6)
+    # LambdaRank's weights (its query scale) move with f but are held constant, so its g
+    # are the lambdas (test_lambdarank_gradient_is_the_lambdarank_lambdas), not the
+    # loss's slope; the other losses' g and h are their slopes.
+    if name != "lambdarank_ndcg":
+        np.testing.assert_allclose(g, g_fd, rtol=1e-6, atol=1e-8)
+        np.testing.assert_allclose(h, h_fd, rtol=1e-4, atol=1e-6)
+    assert np.any(g != 0.0) and np.all(h[:-1] >= 0.0)
     assert g[-1] == 0.0 and h[-1] == 0.0  # the row padding entries point at
 
 
-def _lambdarank_lambdas(y, s):
-    """LambdaRank gradient and curvature of one query by a plain loop (Burges 2010):
-    for each pair with y_i > y_j, rho = sigmoid(-(s_i - s_j)) and the weight
-    |delta NDCG_ij| of swapping i and j in the ranking by s; g_i -= |dNDCG| rho,
-    g_j += |dNDCG| rho, and both h get |dNDCG| rho (1 - rho)."""
-    n = len(y)
-    gain = 2.0**y - 1
-    rank = np.empty(n, int)
-    rank[np.argsort(-s, kind="stable")] = np.arange(n)
-    discount = 1 / np.log2(rank + 2.0)
-    max_dcg = np.sum(np.sort(gain)[::-1] / np.log2(np.arange(n) + 2.0))
-    g, h = np.zeros(n), np.zeros(n)
-    for i in range(n):
-        for j in range(n):
-            if y[i] > y[j]:
-                weight = abs((gain[i] - gain[j]) * (discount[i] - discount[j])) / max_dcg
-                rho = 1 / (1 + np.exp(s[i] - s[j]))
-                g[i] -= weight * rho
-                g[j] += weight * rho
-                h[i] += weight * rho * (1 - rho)
-                h[j] += weight * rho * (1 - rho)
+def _lambdarank_lambdas(y, s, top_k=None):
+    """LambdaRank gradient and curvature of one query (Burges 2010, LightGBM's
+    lambdarank): for each pair of ``_lambdarank_reference`` with weight w and rho =
+    sigmoid(-(s_high - s_low)), g_high -= w rho, g_low += w rho, and both h get
+    w rho (1 - rho)."""
+    g, h = np.zeros(len(y)), np.zeros(len(y))
+    for (high, low), weight in _lambdarank_reference(y, s, top_k).items():
+        rho = 1 / (1 + np.exp(s[high] - s[low]))
+        g[high] -= weight * rho
+        g[low] += weight * rho
+        h[high] += weight * rho * (1 - rho)
+        h[low] += weight * rho * (1 - rho)
     return g, h
 
 
-def test_lambdarank_gradient_is_the_lambdarank_lambdas():
+@pytest.mark.parametrize("top_k", [None, 1, 3])
+def test_lambdarank_gradient_is_the_lambdarank_lambdas(top_k):
+    """The whole-list loss and ``lambdarank_ndcg@k`` (only pairs reaching the top k)
+    against LightGBM's loop; with top_k=3 the 5- and 7-row queries drop pairs."""
+    objective = objectives.lambdarank_ndcg if top_k is None else resolve(f"lambdarank_ndcg@{top_k}")
     rng = np.random.default_rng(10)
     with jax.enable_x64(True):
         y, f, index, mask = _ranking_layout(rng)
-        fn = jax.jit(group_derivatives(objectives.lambdarank_ndcg.loss))
+        fn = jax.jit(group_derivatives(objective.loss, "fisher", objective.fisher))
         g, h, _ = fn(jnp.asarray(y), jnp.asarray(f)[:, None], jnp.asarray(index),
                      jnp.asarray(mask))
     start = 0
     for size in QUERY_SIZES:
         rows = slice(start, start + size)
-        g_loop, h_loop = _lambdarank_lambdas(y[rows], f[rows])
+        g_loop, h_loop = _lambdarank_lambdas(y[rows], f[rows], top_k)
         np.testing.assert_allclose(np.asarray(g)[rows, 0], g_loop, rtol=1e-10, atol=1e-14)
         np.testing.assert_allclose(np.asarray(h)[rows, 0], h_loop, rtol=1e-10, atol=1e-14)
         start += size
+
+
+@pytest.mark.parametrize("s", [[0.4, 0.3, 0.2, 0.1, 0.0], [-2.0, -1.0, 0.0, 1.0, 2.0]])
+def test_lambdarank_scales_each_query_to_the_log_of_its_lambdas(s):
+    """A query's lambdas, summed over its pairs as 2 w rho, come to log2(1 + S) where S is
+    that sum before the scale (XGBoost's and LightGBM's normalisation): a reversed query
+    (S = 1.19) is scaled by 0.95, a well-ordered one (S = 0.24) by 1.30."""
+    y, s = np.array([0.0, 1.0, 2.0, 3.0, 4.0]), np.array(s)
+    rho = 1 / (1 + np.exp(s[:, None] - s[None, :]))
+    raw = _lambdarank_reference(y, s, scale=False)
+    raw_total = sum(2 * w * rho[i, j] for (i, j), w in raw.items())
+    with jax.enable_x64(True):
+        weights = np.asarray(_lambdarank_weights(jnp.asarray(y), jnp.asarray(s),
+                                                 jnp.ones(5, bool)))
+    total = np.sum(2 * weights * rho)
+    np.testing.assert_allclose(total, np.log2(1 + raw_total), rtol=1e-12)
+    assert abs(total / raw_total - 1) > 0.04
 
 
 @pytest.mark.parametrize("name", ["pairwise_logistic", "lambdarank_ndcg"])
@@ -717,7 +755,8 @@ def my_softmax(y, f):
 
 
 def my_lambdarank(y, f, mask):
-    """LambdaRank-NDCG written from the paper: ranks by counting, ties by position."""
+    """LambdaRank-NDCG written from the paper (ranks by counting, ties by position), each
+    query's weights scaled by log2(1 + S) / S as XGBoost and LightGBM do."""
     position = jnp.arange(f.shape[0])
     score = jax.lax.stop_gradient(jnp.where(mask, f, -jnp.inf))
     above = (score[None, :] > score[:, None]) | ((score[None, :] == score[:, None])
@@ -727,8 +766,11 @@ def my_lambdarank(y, f, mask):
     ideal_dcg = jnp.sum(-jnp.sort(-gain) / jnp.log2(position + 2.0))
     weight = jnp.abs(jnp.subtract.outer(gain, gain) * jnp.subtract.outer(discount, discount))
     pair = mask[:, None] & mask[None, :] & (y[:, None] > y[None, :])
+    weight = jnp.where(pair, weight, 0.0) / ideal_dcg
+    lambdas = 2.0 * jnp.sum(weight * jax.nn.sigmoid(-(f[:, None] - f[None, :])))
+    scale = jax.lax.stop_gradient(jnp.where(lambdas > 0, jnp.log2(1.0 + lambdas) / lambdas, 1.0))
     logistic = jax.nn.softplus(-(f[:, None] - f[None, :]))
-    return jnp.sum(jnp.where(pair, weight * logistic, 0.0)) / ideal_dcg
+    return jnp.sum(weight * scale * logistic)
 
 
 @pytest.mark.parametrize("name, custom_loss", [("poisson", my_poisson),

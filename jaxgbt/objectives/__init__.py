@@ -39,6 +39,7 @@ from jaxgbt.objectives.counts import poisson_loss as poisson_loss
 from jaxgbt.objectives.counts import tweedie as tweedie
 from jaxgbt.objectives.counts import tweedie_loss as tweedie_loss
 from jaxgbt.objectives.ranking import lambdarank_ndcg as lambdarank_ndcg
+from jaxgbt.objectives.ranking import lambdarank_ndcg_at as lambdarank_ndcg_at
 from jaxgbt.objectives.ranking import lambdarank_ndcg_loss as lambdarank_ndcg_loss
 from jaxgbt.objectives.ranking import listwise_softmax as listwise_softmax
 from jaxgbt.objectives.ranking import listwise_softmax_loss as listwise_softmax_loss

@@ -7,7 +7,12 @@ from jaxgbt.objectives.base import Link, Loss, Objective
 from jaxgbt.objectives.classification import exponential, focal, logistic, softmax
 from jaxgbt.objectives.counts import gamma, poisson, tweedie
 from jaxgbt.objectives.naming import Family, parse
-from jaxgbt.objectives.ranking import lambdarank_ndcg, listwise_softmax, pairwise_logistic
+from jaxgbt.objectives.ranking import (
+    lambdarank_ndcg,
+    lambdarank_ndcg_at,
+    listwise_softmax,
+    pairwise_logistic,
+)
 from jaxgbt.objectives.regression import (
     absolute_error,
     huber,
@@ -23,7 +28,7 @@ BUILTIN: dict[str, Objective] = {obj.name: obj for obj in (
     squared_error, absolute_error, logistic, softmax, multi_squared_error, poisson, gamma,
     exponential, cox, pairwise_logistic, lambdarank_ndcg, listwise_softmax)}
 
-# "base@value" names; a bare base is the family with its default value.
+# "base@value" names; a bare base is the family with its default value (if it has one).
 FAMILIES: dict[str, Family] = {
     "huber": Family(huber, float, "huber@delta (delta > 0)", 1.0),
     "pseudo_huber": Family(pseudo_huber, float, "pseudo_huber@delta (delta > 0)", 1.0),
@@ -34,6 +39,8 @@ FAMILIES: dict[str, Family] = {
     "aft_normal": Family(functools.partial(aft, "normal"), float, "aft_normal@sigma", 1.0),
     "aft_logistic": Family(functools.partial(aft, "logistic"), float, "aft_logistic@sigma",
                            1.0),
+    # the bare name is the whole-list built-in, not a family member
+    "lambdarank_ndcg": Family(lambdarank_ndcg_at, int, "lambdarank_ndcg@k (k an integer >= 1)"),
 }
 
 
