@@ -69,7 +69,7 @@ def built_dataset(spec: dict, suite: dict):
 
 
 def fit_predict(name: str, X, y, group, test, train, cfg: dict) -> np.ndarray:
-    kwargs = CUSTOM.get(name, dict(loss=name))
+    kwargs = dict(CUSTOM.get(name, dict(loss=name)))
     cats = categorical_columns(X) or None
     model = jaxgbt.fit(kwargs.pop("loss"), X.iloc[train], y[train], group=group[train],
                        n_trees=cfg["n_trees"], depth=cfg["depth"],
