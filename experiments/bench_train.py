@@ -27,7 +27,8 @@ import jaxgbt  # noqa: E402
 def fit_jaxgbt(cfg, X, y, devices):
     model = jaxgbt.fit("logistic", X, y, n_trees=cfg["n_trees"], depth=cfg["depth"],
                        n_bins=cfg["n_bins"], learning_rate=cfg["learning_rate"], l2=cfg["l2"],
-                       subsample=cfg["subsample"], devices=devices)
+                       subsample=cfg["subsample"], devices=devices,
+                       **cfg.get("jaxgbt_settings", {}))
     jax.block_until_ready(model.leaf_value)
     return lambda X_: np.asarray(model.predict(X_))
 
