@@ -637,6 +637,21 @@ def test_lambdarank_gradient_is_the_lambdarank_lambdas(top_k):
         start += size
 
 
+def test_lambdarank_at_k_names_read_back_and_refuse_bad_k():
+    """``"lambdarank_ndcg@k"`` is one cached objective per k, its name read back from a
+    saved model, ndcg@k its default metric; k must be a whole number >= 1."""
+    objective = resolve("lambdarank_ndcg@3")
+    assert objective is resolve("lambdarank_ndcg@3")
+    assert (objective.name, objective.metric, objective.kind) == ("lambdarank_ndcg@3",
+                                                                  "ndcg@3", "group")
+    assert objectives.by_name("lambdarank_ndcg@3") is objective
+    assert resolve("lambdarank_ndcg") is objectives.lambdarank_ndcg
+    for bad, said in (("lambdarank_ndcg@0", "integer >= 1"),
+                      ("lambdarank_ndcg@2.5", "cannot read")):
+        with pytest.raises(ValueError, match=said):
+            resolve(bad)
+
+
 @pytest.mark.parametrize("s", [[0.4, 0.3, 0.2, 0.1, 0.0], [-2.0, -1.0, 0.0, 1.0, 2.0]])
 def test_lambdarank_scales_each_query_to_the_log_of_its_lambdas(s):
     """A query's lambdas, summed over its pairs as 2 w rho, come to log2(1 + S) where S is

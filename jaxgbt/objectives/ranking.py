@@ -123,6 +123,8 @@ def lambdarank_ndcg_at(k: int) -> Objective:
 
     return Objective(f"lambdarank_ndcg@{k}", loss, init_score=lambda y, weight: jnp.zeros(1),
                      kind="group", curvature="fisher", fisher=curvature, metric=f"ndcg@{k}")
+
+
 listwise_softmax = Objective("listwise_softmax", listwise_softmax_loss,
                              init_score=lambda y, weight: jnp.zeros(1), kind="group",
                              metric="ndcg@10")
