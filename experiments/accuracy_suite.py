@@ -184,7 +184,8 @@ def summary_rows(name: str, spec: dict, data, splits: list[dict], cfg: dict) -> 
     """One table row per metric: each library's mean over the splits, the best anchor, the
     difference jaxgbt - best anchor and its 95% paired bootstrap interval, the verdict;
     under "variants", each variant's mean, difference to jaxgbt's defaults, interval and
-    verdict, and its fit seconds summed over the splits."""
+    verdict, its fit seconds summed over the splits, and where anchors ran, under
+    "against_best", its difference to the best anchor with interval and verdict."""
     X, y, _ = data
     task, rows = spec["task"], []
     n_cat = len(categorical_columns(X))
@@ -199,6 +200,7 @@ def summary_rows(name: str, spec: dict, data, splits: list[dict], cfg: dict) -> 
                    higher_is_better=higher,
                    **{lib: mean[lib][0] for lib in ("jaxgbt", *anchors)},
                    jaxgbt_fit_s=sum(split["fit_s"]["jaxgbt"] for split in splits))
+        best = None
         if anchors:
             best = (max if higher else min)(anchors, key=lambda lib: mean[lib][0])
             row.update(best_anchor=best, **paired_difference(mean["jaxgbt"], mean[best],
@@ -206,7 +208,9 @@ def summary_rows(name: str, spec: dict, data, splits: list[dict], cfg: dict) -> 
         row["variants"] = {
             variant: dict(mean=mean[key][0], fit_s=sum(split["fit_s"][key] for split in splits),
                           **paired_difference(mean[key], mean["jaxgbt"], higher,
-                                              cfg["confidence"]))
+                                              cfg["confidence"]),
+                          **({} if best is None else {"against_best": paired_difference(
+                              mean[key], mean[best], higher, cfg["confidence"])}))
             for variant in variant_names(cfg) if (key := variant_key(variant)) in libraries}
         rows.append(row)
     return rows
@@ -244,24 +248,35 @@ def variant_table(rows: list[dict], variants: list[str], confidence: float,
     """The markdown table of each variant against jaxgbt's defaults, a row per (dataset,
     metric) of ``summary_rows``: the defaults' mean, then per variant its mean, its
     difference to the defaults with the ``confidence`` interval, and better / level /
-    worse (an empty cell: not run on that set)."""
-    def cell(variant):
+    worse (an empty cell: not run on that set); where anchors ran, a second column per
+    variant: its difference to the best anchor, the same way."""
+    def cell(variant, with_mean=True, key=None):
         def text(row):
-            if variant not in row["variants"]:
+            v = row["variants"].get(variant)
+            if v is not None and key is not None:
+                v = v.get(key)
+            if v is None:
                 return None
-            v = row["variants"][variant]
-            return (f"{v['mean']:.{digits}f}: {v['difference']:+.{digits}f} "
+            mean = f"{v['mean']:.{digits}f}: " if with_mean else ""
+            return (f"{mean}{v['difference']:+.{digits}f} "
                     f"[{v['ci_low']:+.{digits}f}, {v['ci_high']:+.{digits}f}] "
                     f"{VERDICT_WORDS[v['verdict']]}")
         return text
 
+    against_anchors = any("best_anchor" in row for row in rows)
+    columns = []
+    for variant in variants:
+        columns.append((f"{variant}: mean, - defaults [{confidence:.0%} CI]", cell(variant),
+                        ""))
+        if against_anchors:
+            columns.append((f"{variant} - best anchor [{confidence:.0%} CI]",
+                            cell(variant, False, "against_best"), ""))
     return format_table(rows, [
         ("dataset", "dataset", ""),
         ("metric", lambda r: f"{r['metric']} ({'higher' if r['higher_is_better'] else 'lower'}"
                              " is better)", ""),
         ("jaxgbt defaults", lambda r: f"{r['jaxgbt']:.{digits}f}", ""),
-        *((f"{variant}: mean, - defaults [{confidence:.0%} CI]", cell(variant), "")
-          for variant in variants)])
+        *columns])
 
 
 def variant_summary(rows: list[dict], variants: list[str], settings: dict) -> str:
@@ -277,9 +292,15 @@ def variant_summary(rows: list[dict], variants: list[str], settings: dict) -> st
                   if i == 0 or (ran[i - 1]["dataset"] != row["dataset"])]
         fit_s = sum(row["variants"][variant]["fit_s"] for row in firsts)
         default_s = sum(row["jaxgbt_fit_s"] for row in firsts)
+        against = [row["variants"][variant]["against_best"] for row in ran
+                   if "against_best" in row["variants"][variant]]
+        anchors = "" if not against else "; against the best anchor " + ", ".join(
+            f"{VERDICT_WORDS[verdict]} on {sum(a['verdict'] == verdict for a in against)}"
+            for verdict in VERDICT_WORDS) + f" of {len(against)}"
         lines.append(f"- {variant} {settings[variant]}: better on {counts['win']}, level on "
-                     f"{counts['tie']}, worse on {counts['loss']} of {len(ran)} rows; fits "
-                     f"{fit_s:.0f} s against the defaults' {default_s:.0f} s on those sets")
+                     f"{counts['tie']}, worse on {counts['loss']} of {len(ran)} rows{anchors}; "
+                     f"fits {fit_s:.0f} s against the defaults' {default_s:.0f} s on those "
+                     "sets")
     return "\n".join(lines)
 
 

@@ -75,10 +75,10 @@ def test_variant_table_has_a_column_per_variant_and_a_summary_line(run):
     lines = table.splitlines()
     header = [cell.strip() for cell in lines[0].strip("|").split("|")]
     assert header == ["dataset", "metric", "jaxgbt defaults",
-                      "l2_3: mean, - defaults [95% CI]"]
+                      "l2_3: mean, - defaults [95% CI]", "l2_3 - best anchor [95% CI]"]
     assert len(lines) == 2 + 2
     assert summary.startswith("- l2_3 {'l2': 3.0}: better on ")
-    assert "of 2 rows" in summary
+    assert "of 2 rows; against the best anchor better on " in summary
 
 
 def test_variant_interval_holds_its_difference_to_the_defaults(run):
@@ -89,6 +89,9 @@ def test_variant_interval_holds_its_difference_to_the_defaults(run):
         assert variant["ci_low"] <= variant["difference"] <= variant["ci_high"]
         assert variant["verdict"] in ("win", "tie", "loss")
         assert variant["fit_s"] > 0
+        against = variant["against_best"]
+        assert against["difference"] == pytest.approx(variant["mean"] - row[ANCHOR])
+        assert against["ci_low"] <= against["difference"] <= against["ci_high"]
 
 
 def test_unknown_variant_name_is_refused(suite):
