@@ -166,7 +166,10 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
       eval_metric: a metric name (``jaxgbt.evaluation.metrics.get``), a function, or a list of them;
         default: the objective's usual metric (its own loss for a custom loss).
       early_stopping_rounds: stop when the first metric on the last eval set has not
-        improved for this many rounds; ``predict`` then uses the best round.
+        improved for this many rounds; ``predict`` then uses the best round. Inside
+        ``jax.vmap`` or ``jax.jit`` (``fit_many``, ``cv``) each model stops on its own:
+        its later rounds are skipped in the program and hold empty trees (zero leaf
+        values), so the model keeps ``n_trees`` trees and a traced ``best_round``.
       callbacks: functions ``callback(state)`` called after every round with a
         ``jaxgbt.EvalState`` (round index, that round's scores, the history, the model
         so far on request); one returning True stops training after that round, and the
@@ -546,10 +549,6 @@ def _evaluator(eval_set, eval_metric, early_stopping_rounds, callbacks, verbose,
         if not eval_set:
             raise ValueError("early_stopping_rounds needs a validation set: pass "
                              "eval_set=[(X_val, y_val)].")
-        if traced:
-            raise ValueError("early_stopping_rounds cannot be used inside jax.vmap or jax.jit: "
-                             "stopping is decided on the host. The eval_set history is still "
-                             "recorded there; pick the round from model.history afterwards.")
     if callbacks and traced:
         raise ValueError("callbacks cannot run inside jax.vmap or jax.jit.")
     if any(not callable(c) for c in callbacks):

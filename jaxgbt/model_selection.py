@@ -10,6 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxgbt import spec
+from jaxgbt.core.dtypes import MAX_DEPTH
 from jaxgbt.data import frames
 from jaxgbt.data import validation as check
 from jaxgbt.data.dataset import read_shared_X
@@ -80,7 +81,10 @@ def cv(loss: "str | Objective | Callable", X, y, *, n_folds: int = 5,
       params: optionally a sweep as in ``fit_many``: every configuration is
         cross-validated, all n_configs x n_folds fits in one program.
       batch_size: fits trained together (see ``fit_many``).
-      **fit_kwargs: other ``fit`` arguments, shared by all fits.
+      **fit_kwargs: other ``fit`` arguments, shared by all fits. With
+        ``early_stopping_rounds``, each fold model stops on its own held-out score: its
+        later rounds are skipped (on CPU they cost next to nothing) and its curve stays
+        flat from there, so the mean curve and ``best_round`` still span every round.
 
     Returns:
       A CVResult.
@@ -90,7 +94,7 @@ def cv(loss: "str | Objective | Callable", X, y, *, n_folds: int = 5,
         raise ValueError(f"cv: loss {objective.name!r} couples all rows (its risk sets), so a "
                          "held-out row of weight 0 still changes the others' gradients; "
                          "cross-validate it with separate fits on each fold's rows.")
-    for name in ("eval_set", "eval_base_margin", "early_stopping_rounds"):
+    for name in ("eval_set", "eval_base_margin"):
         if name in fit_kwargs:
             raise ValueError(f"cv: {name} is not allowed; each fold is scored on its held-out "
                              "rows, and best_round comes from the mean curve.")
@@ -153,6 +157,9 @@ def cv(loss: "str | Objective | Callable", X, y, *, n_folds: int = 5,
 
 # The learning rates ``fit_auto`` cross-validates by default, all in one program.
 AUTO_LEARNING_RATES = (0.03, 0.1, 0.3)
+# Rounds without improvement after which a fold model of ``fit_auto`` stops
+# (docs/accuracy.md measures it against growing every model to ``max_trees``).
+AUTO_EARLY_STOPPING_ROUNDS = 50
 
 
 class AutoFit(NamedTuple):
@@ -162,52 +169,101 @@ class AutoFit(NamedTuple):
       model: the Booster fitted on every row with the chosen settings.
       learning_rate: the chosen learning rate.
       n_trees: the chosen number of trees (the best round of the cross-validation + 1).
-      cv: the ``CVResult`` they were chosen from (axis 0 of its arrays: the rates).
+      cv: the ``CVResult`` they were chosen from (axis 0 of its arrays: the rates), at
+        the chosen depth.
+      depth: the depth of the trees (the chosen one of ``depths``).
+      cv_by_depth: {depth: CVResult} for every depth cross-validated.
     """
 
     model: Booster
     learning_rate: float
     n_trees: int
     cv: CVResult
+    depth: int = 6
+    cv_by_depth: dict[int, CVResult] | None = None
 
 
 def fit_auto(loss: "str | Objective | Callable", X, y, *, max_trees: int = 1000,
-             learning_rates=AUTO_LEARNING_RATES, n_folds: int = 5, group=None,
+             learning_rates=AUTO_LEARNING_RATES, depths=None, n_folds: int = 5,
+             early_stopping_rounds: int | None = AUTO_EARLY_STOPPING_ROUNDS, group=None,
              sample_weight=None, eval_metric=None, fold_seed: int = 0,
              batch_size: int | None = None, **fit_kwargs) -> AutoFit:
-    """A fit that chooses its own learning rate and number of trees, for users who do
-    not tune.
+    """A fit that chooses its own learning rate, number of trees and, if asked, depth,
+    for users who do not tune.
 
     Every rate of ``learning_rates`` is cross-validated over ``n_folds`` folds for up to
     ``max_trees`` rounds: rates x folds models trained as one vmapped program (``cv``
     with a sweep, the learning rate being traced). The (rate, round) with the best mean
     held-out score of the first metric is refitted on every row: that rate, and the
-    round + 1 trees. The cost is about (rates x folds + 1) fits of ``max_trees`` trees.
+    round + 1 trees. Each fold model stops once its held-out score has not improved
+    for ``early_stopping_rounds`` rounds, so the cost is about (rates x folds) fits of
+    the rounds each rate needs plus that patience, and one refit; at most (rates x
+    folds + 1) fits of ``max_trees`` trees. With ``depths``, this is done once per
+    depth (a depth is a shape, so each compiles its own program) and the best (depth,
+    rate, round) wins, the earlier depth of the list on a tie.
 
     Example::
 
         auto = jaxgbt.fit_auto("logistic", X, y)
         auto.model.predict(X_test); auto.learning_rate, auto.n_trees
+        jaxgbt.fit_auto("logistic", X, y, depths=[4, 6, 8]).depth
 
     Args:
       loss, X, y: as for ``jaxgbt.fit``.
       max_trees: the most trees the cross-validation grows (>= 1).
       learning_rates: the rates to choose from (each as ``fit`` checks it).
+      depths: depths to choose from (distinct integers in [1, 12]); None keeps
+        ``depth`` (``fit``'s default 6, or the one passed).
+      early_stopping_rounds: the patience of each fold model (``cv``); None grows
+        every model to ``max_trees``.
       n_folds, group, sample_weight, eval_metric, fold_seed, batch_size: as for ``cv``
         (``eval_metric``'s first metric chooses; default the objective's own).
-      **fit_kwargs: any other ``fit`` setting, the same for every fit (depth,
-        regularisation, categorical columns, ...); not ``n_trees`` or ``learning_rate``,
-        which this chooses.
+      **fit_kwargs: any other ``fit`` setting, the same for every fit (regularisation,
+        categorical columns, ...); not ``n_trees`` or ``learning_rate``, which this
+        chooses, nor ``depth`` together with ``depths``.
 
     Returns:
       An AutoFit.
     """
+    rates, depth_settings = _auto_choices(max_trees, learning_rates, depths,
+                                          early_stopping_rounds, fit_kwargs)
+    objective = resolve(loss, fit_kwargs.get("link"))
+    metric = resolve_metrics(eval_metric, objective, False, group is not None)[0]
+    worst = -np.inf if metric.higher_is_better else np.inf
+    results, best = {}, None  # best: (score, depth setting, rate index)
+    for setting in depth_settings:
+        result = cv(loss, X, y, n_folds=n_folds, group=group, sample_weight=sample_weight,
+                    eval_metric=eval_metric, fold_seed=fold_seed, batch_size=batch_size,
+                    params={"learning_rate": rates}, n_trees=max_trees,
+                    early_stopping_rounds=early_stopping_rounds, **setting, **fit_kwargs)
+        results[setting.get("depth")] = result
+        scores = np.where(np.isnan(result.best_score), worst, result.best_score)
+        chosen = int((np.argmax if metric.higher_is_better else np.argmin)(scores))
+        better = np.greater if metric.higher_is_better else np.less
+        if best is None or better(scores[chosen], best[0]):
+            best = (scores[chosen], setting, chosen)
+    _, setting, chosen = best
+    result = results[setting.get("depth")]
+    n_trees = int(result.best_round[chosen]) + 1
+    model = fit(loss, X, y, n_trees=n_trees, learning_rate=rates[chosen], group=group,
+                sample_weight=sample_weight, **setting, **fit_kwargs)
+    by_depth = {model.depth if depth is None else depth: value
+                for depth, value in results.items()}
+    return AutoFit(model, rates[chosen], n_trees, result, model.depth, by_depth)
+
+
+def _auto_choices(max_trees, learning_rates, depths, early_stopping_rounds,
+                  fit_kwargs: dict) -> tuple[list[float], list[dict]]:
+    """Checks ``fit_auto``'s own arguments; returns the rates as floats and one dict of
+    fit settings per depth to try ({} when ``depths`` is None: ``depth`` as given)."""
     for name in ("n_trees", "learning_rate", "params"):
         if name in fit_kwargs:
             raise ValueError(f"fit_auto chooses {name.replace('params', 'the sweep')} itself; "
                              f"drop {name}= (use max_trees= and learning_rates= to bound "
                              "the choice), or call jaxgbt.fit / jaxgbt.cv.")
     check.check_int(max_trees, "max_trees", 1)
+    if early_stopping_rounds is not None:
+        check.check_int(early_stopping_rounds, "early_stopping_rounds", 1)
     if isinstance(learning_rates, (str, bytes)) or not np.ndim(learning_rates) == 1 \
             or len(learning_rates) == 0:
         raise TypeError(f"learning_rates must be a non-empty list of numbers; got "
@@ -218,18 +274,17 @@ def fit_auto(loss: "str | Objective | Callable", X, y, *, max_trees: int = 1000,
             raise TypeError(f"learning_rates[{i}] is a schedule; fit_auto chooses among "
                             "constant rates (a schedule can be passed to jaxgbt.cv or fit).")
         rates.append(float(spec.check_traced("learning_rate", rate, f"learning_rates[{i}]")))
-    result = cv(loss, X, y, n_folds=n_folds, group=group, sample_weight=sample_weight,
-                eval_metric=eval_metric, fold_seed=fold_seed, batch_size=batch_size,
-                params={"learning_rate": rates}, n_trees=max_trees, **fit_kwargs)
-    objective = resolve(loss, fit_kwargs.get("link"))
-    metric = resolve_metrics(eval_metric, objective, False, group is not None)[0]
-    scores = np.where(np.isnan(result.best_score),
-                      -np.inf if metric.higher_is_better else np.inf, result.best_score)
-    chosen = int((np.argmax if metric.higher_is_better else np.argmin)(scores))
-    n_trees = int(result.best_round[chosen]) + 1
-    model = fit(loss, X, y, n_trees=n_trees, learning_rate=rates[chosen], group=group,
-                sample_weight=sample_weight, **fit_kwargs)
-    return AutoFit(model, rates[chosen], n_trees, result)
+    if depths is None:
+        return rates, [{}]
+    if "depth" in fit_kwargs:
+        raise ValueError("fit_auto: pass depth= or depths=, not both (depths= lists the "
+                         "depths to choose from).")
+    if isinstance(depths, (str, bytes)) or np.ndim(depths) != 1 or len(depths) == 0:
+        raise TypeError(f"depths must be a non-empty list of integers; got {depths!r}.")
+    checked = [check.check_int(d, f"depths[{i}]", 1, MAX_DEPTH) for i, d in enumerate(depths)]
+    if len(set(checked)) != len(checked):
+        raise ValueError(f"depths must be distinct; got {list(depths)!r}.")
+    return rates, [{"depth": d} for d in checked]
 
 
 def fold_ids(n_rows: int, n_folds: int, *, labels=None, group=None, shuffle: bool = True,

@@ -61,9 +61,11 @@ def fit_many(loss: "str | Objective | Callable", X, y, params: Mapping[str, Any]
       batch_size: members trained together; None trains all M at once. Smaller
         batches need less memory; every batch reuses the same compiled program.
       **fit_kwargs: any other ``jaxgbt.fit`` argument, the same for every member
-        (``n_trees``, ``depth``, ``sampling``, ``eval_set``, ...). Not allowed:
-        ``early_stopping_rounds``, ``callbacks`` and ``checkpoint_path``, which need the
-        host in the loop (pick the best round from ``models.history`` instead).
+        (``n_trees``, ``depth``, ``sampling``, ``eval_set``, ...). With
+        ``early_stopping_rounds`` each member stops on its own validation curve: its
+        later rounds are skipped and hold empty trees, and ``best_round`` is i32[M].
+        Not allowed: ``callbacks`` and ``checkpoint_path``, which need the host in the
+        loop.
 
     Returns:
       A stacked Booster: every array field has a leading axis of size M, and
@@ -160,10 +162,11 @@ def vmapped_fit(objective: Objective, X, y, rows: dict[str, jax.Array],
                  n_members: int, fit_kwargs: dict, batch_size: int | None) -> Booster:
     """``fit`` under vmap over ``rows`` (leading axis n_members), in batches; X is
     f32[N, F] or a ``frames.Table`` (``read_shared_X``)."""
-    for name in ("early_stopping_rounds", "callbacks", "checkpoint_path"):
+    for name in ("callbacks", "checkpoint_path"):
         if fit_kwargs.get(name):
             raise ValueError(f"{name} needs the host between rounds, so it cannot be used with "
-                             "many models at once; pick the round from models.history.")
+                             "many models at once; use early_stopping_rounds with an eval_set "
+                             "(decided inside the program), or read models.history.")
     if batch_size is None:
         batch_size = n_members
     check.check_int(batch_size, "batch_size", 1)

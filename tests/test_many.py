@@ -1,3 +1,5 @@
+import dataclasses
+
 import jax
 import numpy as np
 import pytest
@@ -47,6 +49,39 @@ def test_fit_many_members_equal_single_fits(regression_data):
         with pytest.warns(DeprecationWarning, match=r"models\[i\]"):
             _assert_same_model(jaxgbt.member(models, i), single)
         np.testing.assert_allclose(models[i].predict(X), single.predict(X), rtol=1e-5, atol=1e-5)
+
+
+def _assert_stopped_like(member, single, key):
+    """A vmapped member with early stopping against the same fit alone: the same best
+    round and predictions; the rounds the single fit never ran are empty trees in the
+    member, and its validation curve is flat over them."""
+    assert int(member.best_round) == int(single.best_round)
+    done = single.n_trees
+    _assert_same_model(member.first_trees(done), single)
+    assert not np.asarray(member.leaf_value)[done:].any()
+    assert not np.asarray(member.split_gain)[done:].any()
+    curve = np.asarray(member.history[key])
+    np.testing.assert_allclose(curve[:done], single.history[key], rtol=1e-5)
+    np.testing.assert_array_equal(curve[done:], curve[done - 1])
+
+
+def test_early_stopping_under_vmap_stops_each_member_where_its_own_fit_stops():
+    """fit_many with early stopping: each member stops on its own validation curve,
+    at the chunk its single fit stops at, and trains no tree after it."""
+    X, y = make_binary(seed=5)
+    X_val, y_val = make_binary(seed=6, n_rows=128)
+    rates = [0.05, 0.6, 2.0]
+    settings = dict(SMALL, n_trees=48, eval_set=[(X_val, y_val)], early_stopping_rounds=3)
+    models = jaxgbt.fit_many("logistic", X, y, params={"learning_rate": rates}, **settings)
+    assert models.n_trees == 48 and models.best_round.shape == (3,)
+    stops = []
+    for i, rate in enumerate(rates):
+        single = jaxgbt.fit("logistic", X, y, learning_rate=rate, **settings)
+        _assert_stopped_like(models[i], single, "valid_0:logloss")
+        np.testing.assert_allclose(models[i].predict(X_val), single.predict(X_val), rtol=1e-5,
+                                   atol=1e-6)
+        stops.append(single.n_trees)
+    assert min(stops) < 48 and len(set(stops)) > 1, stops  # members stopped apart
 
 
 def test_stacked_model_indexing(regression_data):
@@ -100,7 +135,8 @@ def test_fit_many_compiles_once_and_batches_give_the_same_models(regression_data
     ({"sample_weight": [1.0, 2.0]}, {}, ValueError, r"shape \(M, N\)"),
     ({"l2": 1.0}, {}, ValueError, "one value per model"),
     ({"l2": [1.0]}, {"l2": 2.0}, ValueError, "both in params and as a keyword"),
-    ({"l2": [1.0]}, {"early_stopping_rounds": 3}, ValueError, "needs the host"),
+    ({"l2": [1.0]}, {"callbacks": [print]}, ValueError, "needs the host"),
+    ({"l2": [1.0]}, {"early_stopping_rounds": 3}, ValueError, "needs a validation set"),
 ])
 def test_fit_many_rejects_bad_sweeps(regression_data, params, kwargs, error, pattern):
     X, y = regression_data
@@ -127,6 +163,30 @@ def test_cv_folds_equal_separate_fits_on_the_other_folds(regression_data):
                                result.history["valid:rmse"].std(axis=0), rtol=1e-5)
     assert result.best_round == np.argmin(result.mean["valid:rmse"])
     assert result.best_score == result.mean["valid:rmse"][result.best_round]
+
+
+def test_cv_with_early_stopping_stops_each_fold_on_its_held_out_rows(regression_data):
+    X, y = regression_data
+    X = _coarse(X)
+    settings = dict(SMALL, n_trees=48, learning_rate=0.6)
+    result = jaxgbt.cv("squared_error", X, y, n_folds=3, early_stopping_rounds=3, **settings)
+    full = jaxgbt.cv("squared_error", X, y, n_folds=3, **settings)
+    stops = []
+    for k in range(3):
+        train, valid = result.folds != k, result.folds == k
+        single = jaxgbt.fit("squared_error", X[train], y[train],
+                            eval_set=[(X[valid], y[valid])], early_stopping_rounds=3,
+                            **settings)
+        member = dataclasses.replace(result.models[k],
+                                     history={"valid_0:rmse": result.history["valid:rmse"][k]})
+        _assert_stopped_like(member, single, "valid_0:rmse")
+        stops.append(single.n_trees)
+    assert min(stops) < 48, stops
+    # Up to the first stop the curves are those of the folds grown to the end.
+    first = min(stops)
+    np.testing.assert_allclose(result.history["valid:rmse"][:, :first],
+                               full.history["valid:rmse"][:, :first], rtol=1e-5)
+    assert result.best_round == np.argmin(result.mean["valid:rmse"])
 
 
 def test_cv_over_a_sweep_with_stratified_folds():
@@ -213,10 +273,12 @@ def test_cv_rejects_bad_arguments(loss, kwargs, error, pattern):
 def test_fit_auto_refits_the_best_rate_and_round_of_its_cross_validation():
     X, y = make_binary()
     rates = (0.05, 0.5)
-    auto = jaxgbt.fit_auto("logistic", X, y, max_trees=24, learning_rates=rates, n_folds=3,
-                           depth=3, n_bins=16)
+    auto = jaxgbt.fit_auto("logistic", X, y, max_trees=48, learning_rates=rates, n_folds=3,
+                           early_stopping_rounds=4, depth=3, n_bins=16)
     curves = auto.cv.mean["valid:logloss"]  # [rates, rounds]
-    assert curves.shape == (2, 24)
+    assert curves.shape == (2, 48)
+    last_trees = np.asarray(auto.cv.models.leaf_value)[1, :, -1]  # [folds, leaves, K]
+    assert not last_trees.any(axis=(1, 2)).all()  # a fold model of rate 0.5 stopped
     best_rate, best_round = np.unravel_index(np.nanargmin(curves), curves.shape)
     assert auto.learning_rate == rates[best_rate] and auto.n_trees == best_round + 1
     refit = jaxgbt.fit("logistic", X, y, n_trees=auto.n_trees, learning_rate=auto.learning_rate,
@@ -224,12 +286,34 @@ def test_fit_auto_refits_the_best_rate_and_round_of_its_cross_validation():
     _assert_same_model(auto.model, refit)
 
 
+def test_fit_auto_chooses_the_depth_with_the_best_cross_validated_score():
+    X, y = make_binary(seed=2)
+    auto = jaxgbt.fit_auto("logistic", X, y, max_trees=24, learning_rates=(0.1, 0.5),
+                           depths=[1, 3], n_folds=3, n_bins=16)
+    assert sorted(auto.cv_by_depth) == [1, 3]
+    best = {depth: np.nanmin(result.mean["valid:logloss"])
+            for depth, result in auto.cv_by_depth.items()}
+    assert auto.depth == min(best, key=best.get) and auto.model.depth == auto.depth
+    assert auto.cv is auto.cv_by_depth[auto.depth]
+    curves = auto.cv.mean["valid:logloss"]
+    rate, round_ = np.unravel_index(np.nanargmin(curves), curves.shape)
+    assert auto.learning_rate == (0.1, 0.5)[rate] and auto.n_trees == round_ + 1
+    refit = jaxgbt.fit("logistic", X, y, n_trees=auto.n_trees, learning_rate=auto.learning_rate,
+                       depth=auto.depth, n_bins=16)
+    _assert_same_model(auto.model, refit)
+
+
 @pytest.mark.parametrize("kwargs, error, pattern", [
+    (dict(depths=[3, 3]), ValueError, "depths must be distinct"),
+    (dict(depths=[0]), ValueError, r"depths\[0\]=0 is out of range"),
+    (dict(depths=3), TypeError, "depths must be a non-empty list"),
+    (dict(depths=[3], depth=4), ValueError, "depth= or depths=, not both"),
     (dict(n_trees=10), ValueError, "fit_auto chooses n_trees"),
     (dict(learning_rate=0.1), ValueError, "fit_auto chooses learning_rate"),
     (dict(learning_rates=[]), TypeError, "non-empty list"),
     (dict(learning_rates=[0.1, -1.0]), ValueError, r"learning_rates\[1\]=-1.0"),
     (dict(max_trees=0), ValueError, "max_trees"),
+    (dict(early_stopping_rounds=0), ValueError, "early_stopping_rounds"),
 ])
 def test_fit_auto_rejects_what_it_chooses_and_bad_rates(kwargs, error, pattern):
     X, y = make_binary()

@@ -2,8 +2,10 @@
 rounds (``core.round.boost_round``) in a ``lax.scan``.
 
 Rounds at or past ``n_trees`` are skipped by a ``lax.cond``, so a new ``n_trees`` reuses
-the compiled chunk. ``engine.compile`` compiles it, ``engine.sharding`` runs it over a
-mesh and ``engine.loop`` queues one chunk after another.
+the compiled chunk, and a model stopped early inside a trace (one ``n_trees`` per model
+under ``jax.vmap``) trains no more trees. ``engine.compile`` compiles it,
+``engine.sharding`` runs it over a mesh and ``engine.loop`` queues one chunk after
+another.
 """
 
 import functools
@@ -36,20 +38,30 @@ def train_chunk(config: BoostConfig, params: BoostParams, data: TrainData, raw: 
     Returns the margins (of the same kind), and the chunk's trees and bad-row counts
     stacked on a leading axis.
     """
-    empty = (_empty_tree(config.depth, config.n_outputs, config.grow_policy),
-             jnp.zeros((), jnp.int32))
-
     # Under jax.vmap over models (fit_many, cv, forests) on CPU, the models' rounds run
-    # one after another (``engine.batching.one_model_at_a_time``).
-    step = one_model_at_a_time(functools.partial(boost_round, config))
+    # one after another (``engine.batching.one_model_at_a_time``). The skip is inside
+    # each model's step: with one ``n_trees`` per model (early stopping under vmap) a
+    # model that stopped skips its rounds there, where a batched condition outside
+    # would run both branches for every model.
+    step = one_model_at_a_time(functools.partial(_round_or_skip, config))
 
     def one_round(raw, round_index):
-        return jax.lax.cond(
-            round_index < n_trees,
-            lambda raw: step(params, data, raw, round_index),
-            lambda raw: (raw, empty),
-            raw,
-        )
+        return step(params, data, raw, round_index, n_trees)
 
     rounds = first_round + jnp.arange(config.rounds_per_chunk, dtype=jnp.int32)
     return jax.lax.scan(one_round, raw, rounds)
+
+
+def _round_or_skip(config: BoostConfig, params: BoostParams, data: TrainData, raw: Margins,
+                   round_index: jax.Array, n_trees: jax.Array):
+    """One round (``boost_round``) if ``round_index < n_trees``, else the margins as they
+    are and an empty tree (zero leaf values, no gain: it predicts 0 and counts for
+    nothing in importance)."""
+    empty = (_empty_tree(config.depth, config.n_outputs, config.grow_policy),
+             jnp.zeros((), jnp.int32))
+    return jax.lax.cond(
+        round_index < n_trees,
+        lambda raw: boost_round(config, params, data, raw, round_index),
+        lambda raw: (raw, empty),
+        raw,
+    )

@@ -67,7 +67,9 @@ def train(config: BoostConfig, params: BoostParams, data: TrainData, base_score:
         validation and checkpoints); it returns None to go on, or the number of rounds
         to keep to stop training there (the rounds done: stop after this chunk; fewer:
         the progress is cut back to that round, its margins recomputed exactly). It
-        forces a wait for the device only if it reads the arrays.
+        forces a wait for the device only if it reads the arrays. Inside a trace it
+        may return a traced i32[] instead: the round from which this model's rounds
+        are skipped (they add empty trees, so the progress keeps ``n_trees`` rounds).
 
     Returns:
       The progress after ``n_trees`` rounds (or where ``on_chunk`` stopped): trees,
@@ -100,6 +102,12 @@ def train(config: BoostConfig, params: BoostParams, data: TrainData, base_score:
             parts = [(done.trees, done.bad_rows)]
             kept = on_chunk(done)
             if kept is None:
+                continue
+            if is_traced(kept):
+                # Decided inside the trace (early stopping under jax.vmap or jax.jit, one
+                # value per model): the rounds from ``kept`` on are skipped in the program
+                # and leave empty trees; the host cannot read it, so the loop goes on.
+                n_trees_array = jnp.minimum(n_trees_array, kept + round_offset)
                 continue
             if kept < done.rounds_done:
                 # The margins of round ``kept`` are recomputed from the start of this

@@ -187,6 +187,34 @@ def evaluate_rounds(trees: BinnedTree, eval_set: EvalSet, raw: jax.Array, *, met
     return jax.lax.scan(step, raw, trees)
 
 
+@functools.partial(jax.jit, static_argnames=("early_stopping_rounds", "higher_is_better"))
+def _running_best(best_score: jax.Array, best: jax.Array, values: jax.Array,
+                  first_round: jax.Array, rounds_done: jax.Array, n_trees: jax.Array, *,
+                  early_stopping_rounds: int, higher_is_better: bool):
+    """The best round carried across chunks inside a trace, by the rule of
+    ``best_round`` (the earliest among ties, NaN never best).
+
+    Args:
+      best_score: f32[], the best score so far, negated when higher is better (+inf
+        before any round).
+      best: i32[], its round.
+      values: f32[C], the watched scores of rounds ``first_round`` .. ``rounds_done`` - 1.
+
+    Returns:
+      (best_score, best, stop): the updated pair, and the i32[] round from which to
+      skip rounds: ``rounds_done`` if the best is ``early_stopping_rounds`` or more
+      rounds back, else ``n_trees`` (no stop).
+    """
+    scores = jnp.where(jnp.isnan(values), jnp.inf, -values if higher_is_better else values)
+    i = jnp.argmin(scores)
+    better = scores[i] < best_score
+    best_score = jnp.where(better, scores[i], best_score)
+    best = jnp.where(better, first_round + i.astype(jnp.int32), best)
+    stalled = rounds_done - 1 - best >= early_stopping_rounds
+    stop = jnp.where(stalled, rounds_done, n_trees)
+    return best_score, best, stop
+
+
 def best_round(values: np.ndarray, higher_is_better: bool) -> int:
     """Index of the best value (the earliest among ties); NaN never counts as best."""
     finite = np.where(np.isnan(values), -np.inf if higher_is_better else np.inf, values)
@@ -230,7 +258,8 @@ class Evaluator:
         self.rounds_kept: int | None = None  # where a callback stopped training
         self.watched = (f"{self.eval_sets[-1].name}:{metric_name(metrics[0])}"
                         if self.eval_sets else None)
-        self.best: int | None = None
+        self.best: int | jax.Array | None = None  # traced inside jax.vmap / jax.jit
+        self._best_score: jax.Array | None = None  # the best so far, traced: lower is better
         self.n_trees = n_trees
         self.display = None if traced else progress_display(verbose, n_trees)
 
@@ -251,7 +280,7 @@ class Evaluator:
             self.scores[i].append(values)
         self.rounds_evaluated = progress.rounds_done
         if self.traced:
-            return None
+            return self._traced_stop(first_new, progress.rounds_done)
         history = self._host_history()
         self.rounds_kept = self._replay_callbacks(first_new, progress, history)
         state = self.state(history)
@@ -265,6 +294,25 @@ class Evaluator:
             else:
                 self.display.update(state)
         return state.rounds_done if stop else None
+
+    def _traced_stop(self, first_new: int, rounds_done: int) -> jax.Array | None:
+        """Early stopping inside a trace (``jax.vmap``: one decision per model), where the
+        host cannot read the scores: the best round so far is carried as a traced value
+        (``self.best``), and the returned i32[] is the round from which training skips
+        its rounds: ``rounds_done`` once the watched score has not improved for
+        ``early_stopping_rounds`` rounds, else ``n_trees``. None without early
+        stopping."""
+        if self.early_stopping_rounds is None or not self.eval_sets:
+            return None
+        if self._best_score is None:
+            self._best_score = jnp.asarray(jnp.inf, jnp.float32)
+            self.best = jnp.asarray(0, jnp.int32)
+        self._best_score, self.best, stop = _running_best(
+            self._best_score, self.best, self.scores[-1][-1][:, 0],
+            jnp.asarray(first_new, jnp.int32), jnp.asarray(rounds_done, jnp.int32),
+            jnp.asarray(self.n_trees, jnp.int32), early_stopping_rounds=self.early_stopping_rounds,
+            higher_is_better=self.metrics[0].higher_is_better)
+        return stop
 
     def _replay_callbacks(self, first_new: int, progress, history: dict) -> int | None:
         """Calls each callback after every round (of its period) from ``first_new`` to
