@@ -82,6 +82,11 @@ def test_early_stopping_under_vmap_stops_each_member_where_its_own_fit_stops():
                                    atol=1e-6)
         stops.append(single.n_trees)
     assert min(stops) < 48 and len(set(stops)) > 1, stops  # members stopped apart
+    # Under jax.jit alone (one model, traced learning rate) the stop is made the same way.
+    jitted = jax.jit(lambda rate: jaxgbt.fit("logistic", X, y, learning_rate=rate,
+                                             **settings))(rates[-1])
+    _assert_stopped_like(jitted, jaxgbt.fit("logistic", X, y, learning_rate=rates[-1],
+                                            **settings), "valid_0:logloss")
 
 
 def test_stacked_model_indexing(regression_data):
