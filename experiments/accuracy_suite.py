@@ -74,12 +74,14 @@ def jaxgbt_model(task: str, cfg: dict, cat_names: list[str], settings=None) -> M
     """jaxgbt with its defaults but the budget and ``settings`` (more ``jaxgbt.fit``
     keyword arguments, a variant's); the categorical columns named. A variant's
     ``auto`` table fits with ``jaxgbt.fit_auto`` (its arguments), which chooses the
-    trees and learning rate itself: the budget's depth only."""
+    trees and learning rate itself: the budget's depth only, unless the table lists
+    ``depths`` to choose from."""
     settings = dict(settings or {})
     auto = settings.pop("auto", None)
+    depth = {} if auto is not None and "depths" in auto else {"depth": cfg["depth"]}
 
     def fit(X, y, group=None):
-        common = dict(depth=cfg["depth"], categorical_features=cat_names or None, group=group,
+        common = dict(**depth, categorical_features=cat_names or None, group=group,
                       **settings)
         if auto is not None:
             return jaxgbt.fit_auto(LOSSES[task], X, y, **auto, **common).model
