@@ -248,6 +248,10 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
                              "checkpoint is written from the host. Fit without it there.")
     mesh = _row_mesh(devices, distributed, objective, kind)
     thresholds = _thresholds(data, n_bins, seed, distributed, n_outputs)  # first: they set B
+    # Every process must compile the same program: narrower histograms and sparse
+    # features are chosen from one process's rows, so not under distributed; nor are
+    # entry lists split over a mesh's devices.
+    sparse = None if distributed or mesh is not None else data.sparse_group(thresholds)
     config = spec.build_config(
         objective, depth=depth, n_bins=thresholds.shape[1] + 1, n_outputs=n_outputs,
         vector_output=vector_output, learning_rate=learning_rate, row_mesh=mesh,
@@ -255,9 +259,9 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
         column_sampling=column_sampling, subsample=subsample, n_rows=data.n_rows,
         grow_policy=grow_policy,
         is_ordered=spec.ordered(boosting, objective, kind, curvature, mesh),
-        # Every process must compile the same program: narrower histograms are chosen
-        # from one process's row count, so not under distributed.
-        bin_groups=None if distributed else bin_groups(thresholds, data.n_rows),
+        bin_groups=None if distributed else bin_groups(
+            thresholds, data.n_rows, () if sparse is None else sparse.features),
+        sparse_group=sparse,
         noisy_scores=spec.score_noise(random_strength))
     check_fit_memory(data.n_rows, data.n_columns, config.n_bins, depth, n_outputs,
                      [jax.devices()[0]] if mesh is None else list(mesh.local_devices),
@@ -281,6 +285,8 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
     if compile_ahead(config, params, train_data, start_raw, (data.n_rows, data.n_columns), mesh):
         release_free_heap()
     train_data = train_data._replace(bins=data.binned(thresholds))
+    if sparse is not None:
+        train_data = train_data._replace(entries=data.entries(train_data.bins, sparse))
     release_free_heap()  # the binning threads' sorted and transposed copies
     evaluator = _evaluator(eval_set, eval_metric, early_stopping_rounds, callbacks, verbose,
                            traced, objective, config, data, thresholds, start, kind,

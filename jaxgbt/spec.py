@@ -352,7 +352,8 @@ def build_config(objective: Objective, *, depth: int, n_bins: int, n_outputs: in
                  vector_output: bool, learning_rate, row_mesh, chosen_curvature: str,
                  kind: LossKind, row_sampling: str, column_sampling: bool, subsample,
                  n_rows: int, grow_policy: GrowPolicy, is_ordered: bool,
-                 bin_groups=None, noisy_scores: bool = False) -> BoostConfig:
+                 bin_groups=None, sparse_group=None, noisy_scores: bool = False
+                 ) -> BoostConfig:
     """The static ``BoostConfig`` of a fit whose settings were checked above."""
     # Sampled rounds grow their trees on the drawn rows alone when their number has a
     # bound known now (``core.sampling``); on one device, outside ordered boosting.
@@ -366,4 +367,5 @@ def build_config(objective: Objective, *, depth: int, n_bins: int, n_outputs: in
                        grouped=kind != "row", leaf_quantile=objective.leaf_quantile,
                        row_sampling=row_sampling, sample_capacity=capacity,
                        column_sampling=column_sampling, grow_policy=grow_policy,
-                       ordered=is_ordered, bin_groups=bin_groups, score_noise=noisy_scores)
+                       ordered=is_ordered, bin_groups=bin_groups, sparse_group=sparse_group,
+                       score_noise=noisy_scores)

@@ -173,3 +173,59 @@ def test_subnormal_values_route_alike_on_host_and_device():
                                          ("feature", "threshold", "default_left", "leaf_value",
                                           "base_score")))
     np.testing.assert_allclose(np.asarray(model.predict_raw(X)), expected[:, 0], atol=1e-5)
+
+
+def _sparse_columns(seed: int = 0, n_rows: int = 400) -> np.ndarray:
+    """f32[N, 20]: 18 columns that are mostly 0 (0/1, small counts, one with NaN, one
+    with values below 0), then a continuous column and a column that is 0 half the time."""
+    rng = np.random.default_rng(seed)
+    X = (rng.random((n_rows, 20)) < 0.08).astype(np.float32)
+    X[:, 5] *= rng.integers(1, 4, n_rows)
+    X[:, 6] *= -rng.integers(1, 3, n_rows)
+    X[rng.random(n_rows) < 0.05, 7] = np.nan
+    X[:, 18] = rng.normal(size=n_rows)
+    X[:, 19] = rng.random(n_rows) < 0.5
+    return X
+
+
+def test_sparse_group_takes_the_columns_that_are_mostly_zero():
+    from jaxgbt.data import binning
+
+    X = _sparse_columns()
+    thresholds = trimmed(compute_thresholds(X, 64), 64)
+    group = binning.sparse_group(X, thresholds)
+    assert group.features == tuple(range(18))
+    assert group.capacity == int(np.count_nonzero(X[:, :18], axis=1).max())
+    # The bin of 0: after the cuts below 0 (column 6 is 0, -1 or -2).
+    assert group.zero_bins[6] == 2 and group.zero_bins[0] == 0
+    assert group.n_bins == 8  # values 0..3 of column 5: bins 0..3, the missing bin: 5 -> 8
+    # As a CSC matrix: the same group.
+    import scipy.sparse
+
+    from jaxgbt.data.sparse import check_sparse_X
+    assert binning.sparse_group(check_sparse_X(scipy.sparse.csr_matrix(X)), thresholds) == group
+    # Fewer than SPARSE_MIN_FEATURES sparse columns, or rows that hold many of them: none.
+    assert binning.sparse_group(X[:, 10:], thresholds[10:]) is None
+    crowded = X.copy()
+    crowded[0, :18] = 1.0
+    assert binning.sparse_group(crowded, thresholds) is None
+
+
+def test_sparse_entries_list_each_rows_bins_other_than_zero():
+    from jaxgbt.data import binning
+
+    X = _sparse_columns(seed=1)
+    thresholds = trimmed(compute_thresholds(X, 64), 64)
+    group = binning.sparse_group(X, thresholds)
+    binned = apply_bins(X, thresholds)
+    features, bins = binning.sparse_entries(binned, group)
+    assert features.shape == bins.shape == (X.shape[0], group.capacity)
+    for row in range(X.shape[0]):
+        expected = [f for f in range(len(group.features))
+                    if binned[group.features[f], row] != group.zero_bins[f]]
+        n = len(expected)
+        assert_array_equal(features[row, :n], expected)
+        assert_array_equal(features[row, n:], -1)
+        assert_array_equal(bins[row, :n], np.minimum(binned[list(group.features), row][expected],
+                                                     group.n_bins - 1))
+    assert (bins[np.isnan(X[:, 7]), :] == group.n_bins - 1).any(axis=1).all()  # missing last

@@ -132,3 +132,32 @@ def test_one_scatter_equals_a_scatter_per_feature_bit_for_bit(monkeypatch, n_row
     per_feature = jax.jit(
         lambda b, n, g: histogram.build_histogram(b, n, g, N_NODES, N_BINS))(*args)
     assert_array_equal(np.asarray(one), np.asarray(per_feature))
+
+
+@pytest.mark.parametrize("n_outputs", [1, 2])
+def test_sparse_histogram_matches_reference(n_outputs):
+    """Features stored as row entry lists (bins other than each feature's bin of 0):
+    the histogram equals the dense one, the bins of 0 taken as node totals less the
+    other bins."""
+    from jaxgbt.core.config import SparseGroup
+    from jaxgbt.core.histogram import build_sparse_histogram
+    from jaxgbt.data.binning import sparse_entries
+
+    rng = np.random.default_rng(11)
+    n_features, n_bins = 6, 8
+    zero_bins = np.array([0, 2, 0, 5, 1, 0])
+    bins = np.repeat(zero_bins[:, None], N_ROWS, axis=1).astype(np.uint8)
+    other = rng.random((n_features, N_ROWS)) < 0.2
+    bins[other] = rng.integers(0, n_bins, other.sum())  # some land in the bin of 0 again
+    bins[4, ::17] = n_bins - 1  # missing
+    node = rng.integers(0, N_NODES - 1, N_ROWS).astype(np.int32)  # node 3 stays empty
+    gh = rng.normal(size=(N_ROWS, 2 * n_outputs))
+    group = SparseGroup(features=tuple(range(n_features)), zero_bins=tuple(zero_bins),
+                        n_bins=n_bins, capacity=int(other.sum(axis=0).max()))
+    entries = sparse_entries(bins, group)
+    hist = jax.jit(build_sparse_histogram, static_argnums=(3, 4))(
+        tuple(map(jnp.asarray, entries)), jnp.asarray(node), jnp.asarray(gh, jnp.float32),
+        N_NODES, n_bins, jnp.asarray(zero_bins, jnp.int32))
+    expected = reference.histogram(bins, node, gh, N_NODES, n_bins)
+    assert_allclose(np.asarray(hist), expected, rtol=1e-5, atol=1e-5)
+    assert_array_equal(np.asarray(hist)[:, 3], 0.0)

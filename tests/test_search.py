@@ -139,3 +139,46 @@ def test_few_valued_features_searched_narrower_give_the_same_model(monkeypatch, 
             continue
         assert_array_equal(np.asarray(getattr(narrow, name)), np.asarray(getattr(wide, name)))
     assert set(np.asarray(narrow.feature).ravel()) & set(range(2, 12))
+
+
+@pytest.mark.parametrize("fit_options", [
+    dict(grow_policy="oblivious"), dict(grow_policy="depthwise"),
+    dict(grow_policy="oblivious", subsample=0.5, objective="softmax")])
+def test_sparse_features_summed_from_entry_lists_give_the_same_model(monkeypatch, fit_options):
+    # Mostly-zero columns (with a missing value and a count among them) beside dense
+    # ones: their histograms are summed from row entry lists, each bin of 0 a node's
+    # total less the other bins. The trees must be those of the dense histograms, and
+    # the numbers equal to float rounding (the bins of 0 are summed in another order).
+    # Without score noise: the sparse group's histograms are as wide as its widest
+    # feature (5 bins of counts), the dense 0/1 columns' 4 wide, and a feature with
+    # missing values repeats its last split in every empty bin, each with its own draw.
+    import jaxgbt
+    import jaxgbt.data.binning as binning
+
+    rng = np.random.default_rng(4)
+    X = np.column_stack([rng.random((400, 18)) < 0.1, rng.normal(size=(400, 2))]
+                        ).astype(np.float32)
+    X[:, 3] *= rng.integers(1, 5, 400)
+    X[rng.random(400) < 0.05, 5] = np.nan
+    score = X[:, 0] + X[:, 1] - X[:, 3] * (X[:, 18] > 0) + 0.5 * X[:, 19]
+    options = dict(fit_options)
+    objective = options.pop("objective", "logistic")
+    y = (score > np.median(score) if objective == "logistic"
+         else np.digitize(score, np.quantile(score, [1 / 3, 2 / 3]))).astype(np.float32)
+    thresholds = binning.trimmed(binning.compute_thresholds(X, 64), 64)
+    assert binning.sparse_group(X, thresholds).features == tuple(range(18))
+
+    def fitted():
+        return jaxgbt.fit(objective, X, y, n_trees=4, depth=3, n_bins=64, random_strength=0.0,
+                          **options)
+
+    from_entries = fitted()
+    monkeypatch.setattr(binning, "SPARSE_MIN_FEATURES", 10**6)  # dense histograms
+    dense = fitted()
+    for name in ("feature", "threshold", "default_left"):
+        assert_array_equal(np.asarray(getattr(from_entries, name)),
+                           np.asarray(getattr(dense, name)))
+    for name in ("split_gain", "leaf_value"):
+        np.testing.assert_allclose(getattr(from_entries, name), getattr(dense, name),
+                                   rtol=1e-5, atol=1e-6)
+    assert np.isin(np.asarray(dense.feature), np.arange(18)).any()  # sparse features split

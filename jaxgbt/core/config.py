@@ -25,6 +25,24 @@ RowSampling = Literal["bernoulli", "poisson", "goss", "bayesian"]
 
 
 @dataclasses.dataclass(frozen=True)
+class SparseGroup:
+    """Features whose rows mostly sit in their bin of 0, summed from row entry lists
+    (``histogram.build_sparse_histogram``; chosen by ``data.binning.sparse_group``).
+
+    Attributes:
+      features: their indices among every feature.
+      zero_bins: each one's bin of 0 (the bin the value 0 falls in).
+      n_bins: B_s, the bins their histograms hold (the missing bin last).
+      capacity: k, the most entries a training row has (its lists' length).
+    """
+
+    features: tuple[int, ...]
+    zero_bins: tuple[int, ...]
+    n_bins: int
+    capacity: int
+
+
+@dataclasses.dataclass(frozen=True)
 class BoostConfig:
     """Hashable, static settings of one training program.
 
@@ -53,7 +71,9 @@ class BoostConfig:
         used the rows before each row in a random order; the rounds carry both margins.
       bin_groups: features whose cut points fill few bins, searched with histograms that
         narrow: ((B_g, feature indices), ...) covering every feature once, or None for
-        every feature at ``n_bins`` (``data.binning.bin_groups``).
+        every feature at ``n_bins`` (``data.binning.bin_groups``); with
+        ``sparse_group``, those not in it.
+      sparse_group: features searched from row entry lists (``SparseGroup``), or None.
       score_noise: candidates are ranked by noisy scores (CatBoost's ``random_strength``,
         the traced ``BoostParams.random_strength``; ``split.ScoreNoise``).
     """
@@ -76,6 +96,7 @@ class BoostConfig:
     grow_policy: GrowPolicy = "oblivious"
     ordered: bool = False
     bin_groups: tuple[tuple[int, tuple[int, ...]], ...] | None = None
+    sparse_group: SparseGroup | None = None
     score_noise: bool = False
 
 

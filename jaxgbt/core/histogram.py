@@ -162,3 +162,57 @@ def build_histogram(bins: jax.Array, node: jax.Array, gh: jax.Array, n_nodes: in
 
         hist, _ = jax.lax.scan(one_block, empty, jnp.arange(-(-n_rows // block)))
     return hist.reshape(n_features, n_nodes, n_bins, n_columns)
+
+
+# Entries that pad a row's list (rows with fewer than k) go to one of this many spare
+# segments, by row: all of them into one would be a chain of dependent additions to one
+# address (docs/benchmarks.md, "Sparse features").
+_SPARE_SEGMENTS = 256
+
+
+def build_sparse_histogram(entries: tuple[jax.Array, jax.Array], node: jax.Array,
+                           gh: jax.Array, n_nodes: int, n_bins: int,
+                           zero_bins: jax.Array) -> jax.Array:
+    """Sums of g and h per feature, node and bin of features stored as row entry lists.
+
+    Most rows of a sparse feature sit in one bin (the bin of 0). Only the other rows
+    are summed, one entry per (row, feature) pair; each feature's bin of 0 is then its
+    node's total less its other bins (LightGBM's most-frequent-bin rule), so the work
+    is the entries', not F x N.
+
+    Args:
+      entries: (features i32[N, k], bins u8[N, k]): each row's features (indices
+        within the group) whose bin is not their bin of 0, with their bins, padded with
+        feature -1 to k entries.
+      node: i32[N], each row's node at the current level, in [0, n_nodes).
+      gh: f32[N, C], the weighted g and h of each row (C = 2K).
+      n_nodes, n_bins: the histogram's nodes and bins (static).
+      zero_bins: i32[F_s], each feature's bin of 0.
+
+    Returns:
+      f32[F_s, n_nodes, B, C], equal to ``build_histogram`` of the dense columns up to
+      float reassociation in the bins of 0.
+    """
+    features, bins = entries
+    n_rows, capacity = features.shape
+    n_features = zero_bins.shape[0]
+    n_segments = n_features * n_nodes * n_bins
+    spare = n_segments + jnp.arange(n_rows, dtype=jnp.int32) % _SPARE_SEGMENTS
+    # [k, N]: one scatter of every row per entry slot, as the dense histogram sums one
+    # feature at a time, and no [N, k, C] copy of g and h.
+    segment = jnp.where(features >= 0,
+                        (features * n_nodes + node[:, None]) * n_bins + bins.astype(jnp.int32),
+                        spare[:, None]).T
+
+    def add_slot(hist, slot):
+        return hist + jax.ops.segment_sum(gh, slot, num_segments=n_segments + _SPARE_SEGMENTS
+                                          ), None
+
+    empty = jnp.zeros((n_segments + _SPARE_SEGMENTS, gh.shape[1]), gh.dtype)
+    hist, _ = jax.lax.scan(add_slot, empty, segment)
+    hist = hist[:n_segments].reshape(n_features, n_nodes, n_bins, gh.shape[1])
+    totals = jax.ops.segment_sum(gh, node, num_segments=n_nodes)  # [n_nodes, C]
+    others = jnp.sum(hist, axis=2) - jnp.take_along_axis(
+        hist, zero_bins[:, None, None, None], axis=2)[:, :, 0]
+    is_zero_bin = (jnp.arange(n_bins)[None, :] == zero_bins[:, None])[:, None, :, None]
+    return jnp.where(is_zero_bin, (totals[None] - others)[:, :, None, :], hist)

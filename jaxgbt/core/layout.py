@@ -57,7 +57,8 @@ class Layout(abc.ABC):
     def grow(self, bins: jax.Array, gh: jax.Array, params: SplitParams, depth: int,
              n_bins: int, axis_name: str | None = None, level_allowed: jax.Array | None = None,
              interaction_sets: jax.Array | None = None, monotone: jax.Array | None = None,
-             bin_groups=None) -> tuple[BinnedTree, jax.Array, tuple | None]:
+             bin_groups=None, sparse_group=None, entries=None
+             ) -> tuple[BinnedTree, jax.Array, tuple | None]:
         """One tree (args as ``tree.grow_tree``, ``level_allowed`` of the shape
         ``feature_mask_shape`` gives): (tree, leaf ids i32[N], leaf bounds or None)."""
 
@@ -110,9 +111,10 @@ class Oblivious(Layout):
         return (depth, n_features)
 
     def grow(self, bins, gh, params, depth, n_bins, axis_name=None, level_allowed=None,
-             interaction_sets=None, monotone=None, bin_groups=None):
+             interaction_sets=None, monotone=None, bin_groups=None, sparse_group=None,
+             entries=None):
         tree, leaf = grow_tree(bins, gh, params, depth, n_bins, axis_name, level_allowed,
-                               interaction_sets, monotone, bin_groups)
+                               interaction_sets, monotone, bin_groups, sparse_group, entries)
         return tree, leaf, None
 
     def constrain_leaves(self, tree, leaf_bounds, monotone):
@@ -152,9 +154,11 @@ class Depthwise(Layout):
         return (depth, 2 ** (depth - 1), n_features)
 
     def grow(self, bins, gh, params, depth, n_bins, axis_name=None, level_allowed=None,
-             interaction_sets=None, monotone=None, bin_groups=None):
+             interaction_sets=None, monotone=None, bin_groups=None, sparse_group=None,
+             entries=None):
         return grow_depthwise_tree(bins, gh, params, depth, n_bins, axis_name, level_allowed,
-                                   interaction_sets, monotone, bin_groups)
+                                   interaction_sets, monotone, bin_groups, sparse_group,
+                                   entries)
 
     def constrain_leaves(self, tree, leaf_bounds, monotone):
         if monotone is None:

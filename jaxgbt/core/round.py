@@ -58,6 +58,8 @@ class TrainData(NamedTuple):
       group_mask: bool[Q, M], which entries of group_index are rows, else None.
       order: i32[N], the random order of the rows for ordered boosting
         (``ordered.row_order``), else None.
+      entries: the row entry lists of ``BoostConfig.sparse_group``'s features
+        (features i32[N, k], bins u8[N, k]; ``data.binning.sparse_entries``), else None.
     """
 
     bins: jax.Array
@@ -66,6 +68,7 @@ class TrainData(NamedTuple):
     group_index: jax.Array | None = None
     group_mask: jax.Array | None = None
     order: jax.Array | None = None
+    entries: tuple[jax.Array, jax.Array] | None = None
 
 
 # What a round carries: the margins f32[N, K], or ordered boosting's pair of them.
@@ -219,14 +222,16 @@ def _grown_tree(config: BoostConfig, params: BoostParams, data: TrainData, gh: j
     level_allowed = (tree_feature_masks(feature_key, params.sampling, data.bins.shape[0],
                                         config.depth, config.grow_policy)
                      if config.column_sampling else None)
-    tree_bins, tree_gh = data.bins, gh
+    tree_bins, tree_gh, tree_entries = data.bins, gh, data.entries
     if config.sample_capacity is not None:  # the tree is grown on the drawn rows alone
         rows, in_use = drawn_rows(weight[:, 0] > 0, config.sample_capacity)
         tree_bins = jnp.take(data.bins, rows, axis=1)
         tree_gh = jnp.where(in_use[:, None], gh[rows], 0.0)
+        tree_entries = jax.tree.map(lambda a: jnp.take(a, rows, axis=0), data.entries)
     tree, leaf, leaf_bounds = layout(config.grow_policy).grow(
         tree_bins, tree_gh, params.split, config.depth, config.n_bins, config.axis_name,
-        level_allowed, params.interaction_sets, params.monotone, config.bin_groups)
+        level_allowed, params.interaction_sets, params.monotone, config.bin_groups,
+        config.sparse_group, tree_entries)
     if config.sample_capacity is not None:  # every row's leaf, for the margins
         leaf = layout(config.grow_policy).leaf_from_bins(data.bins, tree, config.n_bins)
     return tree, leaf, leaf_bounds

@@ -21,7 +21,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxgbt.core.histogram import build_histogram
+from jaxgbt.core.histogram import build_histogram, build_sparse_histogram
 from jaxgbt.core.split import Best, rank_of
 
 # Histogram bytes one block may hold. Narrow data stays one block (28 features, 32 nodes,
@@ -46,23 +46,38 @@ class FeatureGroup(NamedTuple):
     """Features searched with the same number of bins.
 
     Attributes:
-      columns: u8[F_g, N], their binned columns, the missing bin moved to bin B_g - 1.
+      columns: u8[F_g, N], their binned columns, the missing bin moved to bin B_g - 1;
+        for sparse features, their row entry lists (features i32[N, k], bins u8[N, k],
+        ``histogram.build_sparse_histogram``).
       n_bins: B_g (static).
       features: their indices among every feature (a static NumPy array), or None for
         every feature in order.
+      zero_bins: for sparse features, each one's bin of 0 (a static NumPy array);
+        else None.
     """
 
-    columns: jax.Array
+    columns: jax.Array | tuple[jax.Array, jax.Array]
     n_bins: int
     features: np.ndarray | None
+    zero_bins: np.ndarray | None = None
 
 
-def feature_groups(bins: jax.Array, n_bins: int, bin_groups) -> list[FeatureGroup]:
+def feature_groups(bins: jax.Array, n_bins: int, bin_groups, sparse_group=None,
+                   entries: tuple[jax.Array, jax.Array] | None = None) -> list[FeatureGroup]:
     """The groups a tree's levels search: every feature at B, or those of
-    ``bin_groups`` (``BoostConfig.bin_groups``: (B_g, feature indices) pairs)."""
-    if bin_groups is None:
-        return [FeatureGroup(bins, n_bins, None)]
+    ``bin_groups`` (``BoostConfig.bin_groups``: (B_g, feature indices) pairs), and the
+    sparse features of ``sparse_group`` (``BoostConfig.sparse_group``) searched from
+    their row ``entries`` (``TrainData.entries``)."""
     groups = []
+    if sparse_group is not None:
+        groups.append(FeatureGroup(entries, sparse_group.n_bins,
+                                   np.asarray(sparse_group.features, np.int32),
+                                   np.asarray(sparse_group.zero_bins, np.int32)))
+    if bin_groups is None and sparse_group is None:
+        return [FeatureGroup(bins, n_bins, None)]
+    if bin_groups is None:  # the features that are not sparse, at B
+        dense = np.setdiff1d(np.arange(bins.shape[0]), sparse_group.features)
+        bin_groups = ((n_bins, tuple(int(f) for f in dense)),) if dense.size else ()
     for width, features in bin_groups:
         indices = np.asarray(features, np.int32)
         columns = jnp.take(bins, indices, axis=0)
@@ -112,6 +127,13 @@ def _better(a: Best, b: Best) -> Best:
 def _search_group(group: FeatureGroup, node: jax.Array, gh: jax.Array, n_nodes: int,
                   search, axis_name) -> Best:
     """The best candidate among one group's features, a block of them at a time."""
+    if group.zero_bins is not None:  # sparse features: one block
+        hist = build_sparse_histogram(group.columns, node, gh, n_nodes, group.n_bins,
+                                      jnp.asarray(group.zero_bins))
+        if axis_name is not None:
+            hist = jax.lax.psum(hist, axis_name)
+        return search(hist, jnp.asarray(group.features),
+                      jnp.ones(group.features.size, bool))
     n_features, n_bins = group.columns.shape[0], group.n_bins
     block = features_per_block(n_features, n_nodes, n_bins, gh.shape[1], axis_name is not None)
     ids = (jnp.arange(n_features, dtype=jnp.int32) if group.features is None

@@ -80,13 +80,14 @@ def _search_level_of(n_nodes: int, n_bins: int, axis_name, widths, columns, node
 
 
 def _split_groups(groups):
-    """(static (B_g, features) pairs, traced columns) of ``feature_groups``: a
-    ``lax.switch`` takes the columns as operands and the rest in its branches."""
-    return (tuple((g.n_bins, g.features) for g in groups), tuple(g.columns for g in groups))
+    """(static (B_g, features, zero bins) triples, traced columns) of ``feature_groups``:
+    a ``lax.switch`` takes the columns as operands and the rest in its branches."""
+    return (tuple((g.n_bins, g.features, g.zero_bins) for g in groups),
+            tuple(g.columns for g in groups))
 
 
 def _groups(widths, columns):
-    return [FeatureGroup(c, n, f) for (n, f), c in zip(widths, columns, strict=True)]
+    return [FeatureGroup(c, n, f, z) for (n, f, z), c in zip(widths, columns, strict=True)]
 
 
 def search_sizes(depth: int) -> list[int]:
@@ -115,7 +116,9 @@ def grow_tree(bins: jax.Array, gh: jax.Array, params: SplitParams, depth: int, n
               axis_name: str | None = None, level_allowed: jax.Array | None = None,
               interaction_sets: jax.Array | None = None,
               monotone: jax.Array | None = None,
-              bin_groups=None) -> tuple[BinnedTree, jax.Array]:
+              bin_groups=None, sparse_group=None,
+              entries: tuple[jax.Array, jax.Array] | None = None
+              ) -> tuple[BinnedTree, jax.Array]:
     """Grows one oblivious tree.
 
     Args:
@@ -133,6 +136,10 @@ def grow_tree(bins: jax.Array, gh: jax.Array, params: SplitParams, depth: int, n
         at most one level (see ``constraints``).
       bin_groups: features searched with fewer bins (``BoostConfig.bin_groups``), or
         None.
+      sparse_group: features searched from their row entry lists
+        (``BoostConfig.sparse_group``), or None.
+      entries: those lists, (features i32[N, k], bins u8[N, k]) (``TrainData.entries``),
+        with ``sparse_group``.
 
     Returns:
       The tree, and each row's leaf id i32[N].
@@ -146,7 +153,8 @@ def grow_tree(bins: jax.Array, gh: jax.Array, params: SplitParams, depth: int, n
     n_outputs = gh.shape[1] // 2
 
     sizes = search_sizes(depth)
-    widths, columns = _split_groups(feature_groups(bins, n_bins, bin_groups))
+    widths, columns = _split_groups(feature_groups(bins, n_bins, bin_groups, sparse_group,
+                                                   entries))
     searches = [functools.partial(_search_level_of, size, n_bins, axis_name, widths)
                 for size in sorted(set(sizes))]
     branch = jnp.asarray([sorted(set(sizes)).index(size) for size in sizes], jnp.int32)
@@ -215,7 +223,8 @@ def grow_depthwise_tree(bins: jax.Array, gh: jax.Array, params: SplitParams, dep
                         n_bins: int, axis_name: str | None = None,
                         level_allowed: jax.Array | None = None,
                         interaction_sets: jax.Array | None = None,
-                        monotone: jax.Array | None = None, bin_groups=None
+                        monotone: jax.Array | None = None, bin_groups=None,
+                        sparse_group=None, entries=None
                         ) -> tuple[BinnedTree, jax.Array, tuple | None]:
     """Grows one depthwise tree (each node its own split), level by level.
 
@@ -234,7 +243,8 @@ def grow_depthwise_tree(bins: jax.Array, gh: jax.Array, params: SplitParams, dep
     n_outputs = gh.shape[1] // 2
     n_nodes = 2 ** (depth - 1)
     sizes = search_sizes(depth)
-    widths, columns = _split_groups(feature_groups(bins, n_bins, bin_groups))
+    widths, columns = _split_groups(feature_groups(bins, n_bins, bin_groups, sparse_group,
+                                                   entries))
     searches = [functools.partial(_search_node_splits_of, size, n_nodes, n_bins, axis_name,
                                   widths)
                 for size in sorted(set(sizes))]

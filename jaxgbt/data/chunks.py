@@ -417,6 +417,10 @@ class ChunkedDataset(Dataset):
                 seed, init_model=None) -> "ChunkedDataset":
         return self  # number columns only: nothing to encode
 
+    def sparse_group(self, thresholds: np.ndarray) -> None:
+        """None: the rows are not held to count their non-zeros (dense histograms)."""
+        return None
+
     def thresholds(self, n_bins: int, seed) -> np.ndarray:
         """f32[F, B - 1], B from ``binning.bins_needed``: the cuts of the summaries."""
         thresholds = np.full((self.n_columns, n_bins - 1), np.inf, FLOAT_DTYPE)

@@ -14,9 +14,17 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxgbt.core.config import SparseGroup
 from jaxgbt.data import categorical, frames
 from jaxgbt.data import validation as check
-from jaxgbt.data.binning import apply_bins, bins_needed, compute_thresholds, trimmed
+from jaxgbt.data.binning import (
+    apply_bins,
+    bins_needed,
+    compute_thresholds,
+    sparse_entries,
+    sparse_group,
+    trimmed,
+)
 
 _EVAL_SET_KEYS = ("X", "y", "sample_weight", "group", "name")
 
@@ -136,6 +144,16 @@ class Dataset:
         """u8[F, N] on the device: the rows binned with ``thresholds``."""
         # device_put adopts the (aligned) binned matrix on CPU: no second copy of it.
         return jax.device_put(apply_bins(self.X, thresholds))
+
+    def sparse_group(self, thresholds: np.ndarray) -> SparseGroup | None:
+        """The features summed from row entry lists (``binning.sparse_group``), or None."""
+        return sparse_group(self.X, thresholds)
+
+    @staticmethod
+    def entries(bins: jax.Array, group: SparseGroup) -> tuple[jax.Array, jax.Array]:
+        """(features i32[N, k], bins u8[N, k]) on the device: the row entry lists of
+        ``group`` (``binning.sparse_entries``) from the binned rows u8[F, N]."""
+        return jax.device_put(sparse_entries(np.asarray(bins), group))
 
 
 def read_shared_X(X, name: str = "X"):

@@ -119,6 +119,10 @@ def compile_ahead(config: BoostConfig, params: BoostParams, data: TrainData,
                if start_raw is None else jax.ShapeDtypeStruct(start_raw.shape, start_raw.dtype))
     raw = OrderedMargins(model=margins, ordered=margins) if config.ordered else margins
     data = data._replace(bins=jax.ShapeDtypeStruct((n_features, n_rows), BIN_DTYPE))
+    if config.sparse_group is not None:
+        lists = (n_rows, config.sparse_group.capacity)
+        data = data._replace(entries=(jax.ShapeDtypeStruct(lists, jnp.int32),
+                                      jax.ShapeDtypeStruct(lists, BIN_DTYPE)))
     if is_traced(start_raw) or not _ahead_of_time(params, data, raw, mesh):
         return False
     # The row count ``train`` pads to (``engine.padding``); only the types are needed.

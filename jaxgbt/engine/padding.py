@@ -94,7 +94,8 @@ def padded_data(data: TrainData, n_padded: int) -> TrainData:
     return data._replace(
         bins=None if data.bins is None else pad_rows(data.bins, n_padded, rows_axis=1),
         y=pad_rows(data.y, n_padded), weight=pad_rows(data.weight, n_padded, fill=0.0),
-        order=order)
+        order=order,
+        entries=None if data.entries is None else pad_rows(data.entries, n_padded))
 
 
 def real_rows(margins, n_rows: int):
