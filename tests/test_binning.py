@@ -195,7 +195,7 @@ def test_sparse_group_takes_the_columns_that_are_mostly_zero():
     thresholds = trimmed(compute_thresholds(X, 64), 64)
     group = binning.sparse_group(X, thresholds)
     assert group.features == tuple(range(18))
-    assert group.capacity == int(np.count_nonzero(X[:, :18], axis=1).max())
+    assert group.n_entries == int(np.count_nonzero(X[:, :18]))
     # The bin of 0: after the cuts below 0 (column 6 is 0, -1 or -2).
     assert group.zero_bins[6] == 2 and group.zero_bins[0] == 0
     assert group.n_bins == 8  # values 0..3 of column 5: bins 0..3, the missing bin: 5 -> 8
@@ -204,28 +204,35 @@ def test_sparse_group_takes_the_columns_that_are_mostly_zero():
 
     from jaxgbt.data.sparse import check_sparse_X
     assert binning.sparse_group(check_sparse_X(scipy.sparse.csr_matrix(X)), thresholds) == group
-    # Fewer than SPARSE_MIN_FEATURES sparse columns, or rows that hold many of them: none.
+    # Fewer than SPARSE_MIN_FEATURES sparse columns, or too many values other than 0: none.
     assert binning.sparse_group(X[:, 10:], thresholds[10:]) is None
     crowded = X.copy()
-    crowded[0, :18] = 1.0
-    assert binning.sparse_group(crowded, thresholds) is None
+    crowded[:, :18][np.random.default_rng(2).random((400, 18)) < 0.6] = 1.0
+    crowded[:100] = 0.0  # each column still 0 in a quarter of the rows or more ...
+    assert (np.count_nonzero(crowded[:, :18], axis=0) > 0.25 * 400).all()
+    assert binning.sparse_group(crowded, thresholds) is None  # ... but no longer sparse
 
 
 def test_sparse_entries_list_each_rows_bins_other_than_zero():
+    from jaxgbt.core.histogram import ENTRY_FEATURE_BLOCK
     from jaxgbt.data import binning
 
     X = _sparse_columns(seed=1)
     thresholds = trimmed(compute_thresholds(X, 64), 64)
     group = binning.sparse_group(X, thresholds)
     binned = apply_bins(X, thresholds)
-    features, bins = binning.sparse_entries(binned, group)
-    assert features.shape == bins.shape == (X.shape[0], group.capacity)
-    for row in range(X.shape[0]):
-        expected = [f for f in range(len(group.features))
-                    if binned[group.features[f], row] != group.zero_bins[f]]
-        n = len(expected)
-        assert_array_equal(features[row, :n], expected)
-        assert_array_equal(features[row, n:], -1)
-        assert_array_equal(bins[row, :n], np.minimum(binned[list(group.features), row][expected],
-                                                     group.n_bins - 1))
-    assert (bins[np.isnan(X[:, 7]), :] == group.n_bins - 1).any(axis=1).all()  # missing last
+    entries = binning.sparse_entries(binned, group)
+    assert entries.rows.shape == entries.features.shape == (group.n_entries,)
+    columns = binned[list(group.features)]
+    feature, row = np.nonzero(columns != np.asarray(group.zero_bins)[:, None])
+    order = np.lexsort((feature, row, feature // ENTRY_FEATURE_BLOCK))
+    n = feature.size
+    assert_array_equal(entries.features[:n], feature[order])
+    assert_array_equal(entries.rows[:n], row[order])
+    assert_array_equal(entries.bins[:n], np.minimum(columns[feature, row][order],
+                                                    group.n_bins - 1))
+    assert_array_equal(entries.features[n:], -1)  # nothing shares the bin of 0 here
+    assert n == group.n_entries
+    missing = entries.features == 7
+    assert_array_equal(entries.bins[missing] == group.n_bins - 1,
+                       np.isnan(X[entries.rows[missing], 7]))  # the missing bin, last

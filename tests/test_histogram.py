@@ -135,12 +135,14 @@ def test_one_scatter_equals_a_scatter_per_feature_bit_for_bit(monkeypatch, n_row
 
 
 @pytest.mark.parametrize("n_outputs", [1, 2])
-def test_sparse_histogram_matches_reference(n_outputs):
-    """Features stored as row entry lists (bins other than each feature's bin of 0):
-    the histogram equals the dense one, the bins of 0 taken as node totals less the
-    other bins."""
+@pytest.mark.parametrize("slots", [False, True])
+def test_sparse_histogram_matches_reference(n_outputs, slots):
+    """Features stored as entries (bins other than each feature's bin of 0): the
+    histogram equals the dense one, the bins of 0 taken as node totals less the other
+    bins. With slots, the rows come through drawn slots (one row twice, one slot unused
+    and pointing at a drawn row with g = h = 0, as ``sampling.drawn_rows`` leaves it)."""
     from jaxgbt.core.config import SparseGroup
-    from jaxgbt.core.histogram import build_sparse_histogram
+    from jaxgbt.core.histogram import build_sparse_histogram, with_gradients
     from jaxgbt.data.binning import sparse_entries
 
     rng = np.random.default_rng(11)
@@ -153,11 +155,21 @@ def test_sparse_histogram_matches_reference(n_outputs):
     node = rng.integers(0, N_NODES - 1, N_ROWS).astype(np.int32)  # node 3 stays empty
     gh = rng.normal(size=(N_ROWS, 2 * n_outputs))
     group = SparseGroup(features=tuple(range(n_features)), zero_bins=tuple(zero_bins),
-                        n_bins=n_bins, capacity=int(other.sum(axis=0).max()))
+                        n_bins=n_bins, n_entries=int(other.sum()) + 5)
     entries = sparse_entries(bins, group)
-    hist = jax.jit(build_sparse_histogram, static_argnums=(3, 4))(
-        tuple(map(jnp.asarray, entries)), jnp.asarray(node), jnp.asarray(gh, jnp.float32),
-        N_NODES, n_bins, jnp.asarray(zero_bins, jnp.int32))
+    assert (entries.features[-5:] == -1).all()  # padding: more counted than found
     expected = reference.histogram(bins, node, gh, N_NODES, n_bins)
+    if slots:
+        slot_rows = np.concatenate([np.arange(0, N_ROWS, 2), [4, 4]])  # row 4 twice
+        slot_gh = gh[slot_rows]
+        slot_gh[-1] = 0.0  # an unused slot
+        expected = reference.histogram(bins[:, slot_rows], node[slot_rows], slot_gh,
+                                       N_NODES, n_bins)
+        entries = entries._replace(slot_rows=jnp.asarray(slot_rows, jnp.int32),
+                                   row_axis=jnp.zeros((N_ROWS, 0), jnp.int8))
+        node, gh = node[slot_rows], slot_gh
+    hist = jax.jit(lambda entries, node, gh: build_sparse_histogram(
+        with_gradients(entries, gh), node, gh, N_NODES, n_bins, jnp.asarray(zero_bins)))(
+        jax.tree.map(jnp.asarray, entries), jnp.asarray(node), jnp.asarray(gh, jnp.float32))
     assert_allclose(np.asarray(hist), expected, rtol=1e-5, atol=1e-5)
     assert_array_equal(np.asarray(hist)[:, 3], 0.0)

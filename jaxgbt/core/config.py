@@ -26,20 +26,21 @@ RowSampling = Literal["bernoulli", "poisson", "goss", "bayesian"]
 
 @dataclasses.dataclass(frozen=True)
 class SparseGroup:
-    """Features whose rows mostly sit in their bin of 0, summed from row entry lists
+    """Features whose rows mostly sit in their bin of 0, summed from their entries
     (``histogram.build_sparse_histogram``; chosen by ``data.binning.sparse_group``).
 
     Attributes:
       features: their indices among every feature.
       zero_bins: each one's bin of 0 (the bin the value 0 falls in).
       n_bins: B_s, the bins their histograms hold (the missing bin last).
-      capacity: k, the most entries a training row has (its lists' length).
+      n_entries: E, the entries (``histogram.SparseEntries``) the training rows may
+        have: their values other than 0 (NaN included), counted before binning.
     """
 
     features: tuple[int, ...]
     zero_bins: tuple[int, ...]
     n_bins: int
-    capacity: int
+    n_entries: int
 
 
 @dataclasses.dataclass(frozen=True)
@@ -73,7 +74,8 @@ class BoostConfig:
         narrow: ((B_g, feature indices), ...) covering every feature once, or None for
         every feature at ``n_bins`` (``data.binning.bin_groups``); with
         ``sparse_group``, those not in it.
-      sparse_group: features searched from row entry lists (``SparseGroup``), or None.
+      sparse_group: features whose histograms are summed from their entries
+        (``SparseGroup``), or None.
       score_noise: candidates are ranked by noisy scores (CatBoost's ``random_strength``,
         the traced ``BoostParams.random_strength``; ``split.ScoreNoise``).
     """

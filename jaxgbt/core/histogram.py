@@ -1,6 +1,7 @@
 """Gradient histograms over (feature, node, bin) with ``jax.ops.segment_sum``."""
 
 import os
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -164,54 +165,82 @@ def build_histogram(bins: jax.Array, node: jax.Array, gh: jax.Array, n_nodes: in
     return hist.reshape(n_features, n_nodes, n_bins, n_columns)
 
 
-# Entries that pad a row's list (rows with fewer than k) go to one of this many spare
-# segments, by row: all of them into one would be a chain of dependent additions to one
-# address (docs/benchmarks.md, "Sparse features").
+class SparseEntries(NamedTuple):
+    """The (row, feature) pairs of sparse features whose bin is not the feature's bin
+    of 0, feature by feature in blocks of ``ENTRY_FEATURE_BLOCK``
+    (``data.binning.sparse_entries``).
+
+    Attributes:
+      rows: i32[E], each entry's row.
+      features: i32[E], its feature's index within the sparse group; -1 for the padding
+        entries at the end (E is fixed before binning, from X's non-zeros).
+      bins: u8[E], its bin (the missing bin moved to the group's last bin).
+      slot_rows: i32[S] or None: when a tree is grown on S drawn row slots
+        (``sampling.drawn_rows``), each slot's row.
+      row_axis: [N, 0] with ``slot_rows``: no values, its shape gives the rows N.
+      gh: f32[E, C] or None: each entry's row's g and h in the tree being grown
+        (``with_gradients``), read once per tree rather than once per level.
+    """
+
+    rows: jax.Array
+    features: jax.Array
+    bins: jax.Array
+    slot_rows: jax.Array | None = None
+    row_axis: jax.Array | None = None
+    gh: jax.Array | None = None
+
+
+def with_gradients(entries: SparseEntries, gh: jax.Array) -> SparseEntries:
+    """``entries`` with each entry's g and h, from ``gh`` f32[N, C] (or f32[S, C] of the
+    slots of ``entries.slot_rows``: a row drawn into several slots adds them up)."""
+    if entries.slot_rows is not None:
+        gh = jax.ops.segment_sum(gh, entries.slot_rows, num_segments=entries.row_axis.shape[0])
+    return entries._replace(gh=gh[entries.rows])
+
+
+# Entries are ordered by (feature // ENTRY_FEATURE_BLOCK, row, feature): the additions
+# of a stretch of entries go to the histograms of a few features, which stay in cache,
+# and follow no single feature's rows, which would add one after another into the same
+# few (node, bin) cells at the first levels (docs/benchmarks.md, "Sparse features").
+ENTRY_FEATURE_BLOCK = 8
+# Padding entries go to one of this many spare segments, by position: all of them into
+# one would be a chain of dependent additions.
 _SPARE_SEGMENTS = 256
 
 
-def build_sparse_histogram(entries: tuple[jax.Array, jax.Array], node: jax.Array,
-                           gh: jax.Array, n_nodes: int, n_bins: int,
-                           zero_bins: jax.Array) -> jax.Array:
-    """Sums of g and h per feature, node and bin of features stored as row entry lists.
+def build_sparse_histogram(entries: SparseEntries, node: jax.Array, gh: jax.Array,
+                           n_nodes: int, n_bins: int, zero_bins: jax.Array) -> jax.Array:
+    """Sums of g and h per feature, node and bin of features stored as entries.
 
     Most rows of a sparse feature sit in one bin (the bin of 0). Only the other rows
-    are summed, one entry per (row, feature) pair; each feature's bin of 0 is then its
-    node's total less its other bins (LightGBM's most-frequent-bin rule), so the work
-    is the entries', not F x N.
+    are summed, one ``segment_sum`` over every entry; each feature's bin of 0 is then
+    its node's total less its other bins (LightGBM's most-frequent-bin rule), so the
+    work is the entries', not F x N.
 
     Args:
-      entries: (features i32[N, k], bins u8[N, k]): each row's features (indices
-        within the group) whose bin is not their bin of 0, with their bins, padded with
-        feature -1 to k entries.
-      node: i32[N], each row's node at the current level, in [0, n_nodes).
-      gh: f32[N, C], the weighted g and h of each row (C = 2K).
+      entries: the group's ``SparseEntries``, with their g and h (``with_gradients``).
+      node: i32[N] (or i32[S] of the slots of ``entries.slot_rows``: a row drawn into
+        several slots is in the same node in each), each row's node at the current
+        level, in [0, n_nodes).
+      gh: f32[N, C] (or f32[S, C]), the weighted g and h of each row (C = 2K).
       n_nodes, n_bins: the histogram's nodes and bins (static).
       zero_bins: i32[F_s], each feature's bin of 0.
 
     Returns:
       f32[F_s, n_nodes, B, C], equal to ``build_histogram`` of the dense columns up to
-      float reassociation in the bins of 0.
+      float reassociation.
     """
-    features, bins = entries
-    n_rows, capacity = features.shape
+    totals = jax.ops.segment_sum(gh, node, num_segments=n_nodes)  # [n_nodes, C]
+    if entries.slot_rows is not None:  # from the drawn slots back to the rows
+        node = jnp.zeros(entries.row_axis.shape[0], node.dtype).at[entries.slot_rows].set(node)
     n_features = zero_bins.shape[0]
     n_segments = n_features * n_nodes * n_bins
-    spare = n_segments + jnp.arange(n_rows, dtype=jnp.int32) % _SPARE_SEGMENTS
-    # [k, N]: one scatter of every row per entry slot, as the dense histogram sums one
-    # feature at a time, and no [N, k, C] copy of g and h.
-    segment = jnp.where(features >= 0,
-                        (features * n_nodes + node[:, None]) * n_bins + bins.astype(jnp.int32),
-                        spare[:, None]).T
-
-    def add_slot(hist, slot):
-        return hist + jax.ops.segment_sum(gh, slot, num_segments=n_segments + _SPARE_SEGMENTS
-                                          ), None
-
-    empty = jnp.zeros((n_segments + _SPARE_SEGMENTS, gh.shape[1]), gh.dtype)
-    hist, _ = jax.lax.scan(add_slot, empty, segment)
+    spare = n_segments + jnp.arange(entries.rows.shape[0], dtype=jnp.int32) % _SPARE_SEGMENTS
+    segment = jnp.where(entries.features >= 0,
+                        (entries.features * n_nodes + node[entries.rows]) * n_bins
+                        + entries.bins.astype(jnp.int32), spare)
+    hist = jax.ops.segment_sum(entries.gh, segment, num_segments=n_segments + _SPARE_SEGMENTS)
     hist = hist[:n_segments].reshape(n_features, n_nodes, n_bins, gh.shape[1])
-    totals = jax.ops.segment_sum(gh, node, num_segments=n_nodes)  # [n_nodes, C]
     others = jnp.sum(hist, axis=2) - jnp.take_along_axis(
         hist, zero_bins[:, None, None, None], axis=2)[:, :, 0]
     is_zero_bin = (jnp.arange(n_bins)[None, :] == zero_bins[:, None])[:, None, :, None]

@@ -13,6 +13,7 @@ import jax
 import jax.numpy as jnp
 
 from jaxgbt.core.config import BoostConfig, round_learning_rate
+from jaxgbt.core.histogram import SparseEntries
 from jaxgbt.core.layout import layout
 from jaxgbt.core.leaves import newton_full, quantile_leaves
 from jaxgbt.core.ordered import OrderedMargins, prefix_leaf_values
@@ -58,8 +59,8 @@ class TrainData(NamedTuple):
       group_mask: bool[Q, M], which entries of group_index are rows, else None.
       order: i32[N], the random order of the rows for ordered boosting
         (``ordered.row_order``), else None.
-      entries: the row entry lists of ``BoostConfig.sparse_group``'s features
-        (features i32[N, k], bins u8[N, k]; ``data.binning.sparse_entries``), else None.
+      entries: the ``histogram.SparseEntries`` of ``BoostConfig.sparse_group``'s
+        features (``data.binning.sparse_entries``), else None.
     """
 
     bins: jax.Array
@@ -68,7 +69,7 @@ class TrainData(NamedTuple):
     group_index: jax.Array | None = None
     group_mask: jax.Array | None = None
     order: jax.Array | None = None
-    entries: tuple[jax.Array, jax.Array] | None = None
+    entries: SparseEntries | None = None
 
 
 # What a round carries: the margins f32[N, K], or ordered boosting's pair of them.
@@ -227,7 +228,9 @@ def _grown_tree(config: BoostConfig, params: BoostParams, data: TrainData, gh: j
         rows, in_use = drawn_rows(weight[:, 0] > 0, config.sample_capacity)
         tree_bins = jnp.take(data.bins, rows, axis=1)
         tree_gh = jnp.where(in_use[:, None], gh[rows], 0.0)
-        tree_entries = jax.tree.map(lambda a: jnp.take(a, rows, axis=0), data.entries)
+        if data.entries is not None:  # the entries stay by row; the slots map to rows
+            tree_entries = data.entries._replace(
+                slot_rows=rows, row_axis=jnp.zeros((data.bins.shape[1], 0), jnp.int8))
     tree, leaf, leaf_bounds = layout(config.grow_policy).grow(
         tree_bins, tree_gh, params.split, config.depth, config.n_bins, config.axis_name,
         level_allowed, params.interaction_sets, params.monotone, config.bin_groups,

@@ -21,7 +21,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxgbt.core.histogram import build_histogram, build_sparse_histogram
+from jaxgbt.core.histogram import SparseEntries, build_histogram, build_sparse_histogram
 from jaxgbt.core.split import Best, rank_of
 
 # Histogram bytes one block may hold. Narrow data stays one block (28 features, 32 nodes,
@@ -47,8 +47,7 @@ class FeatureGroup(NamedTuple):
 
     Attributes:
       columns: u8[F_g, N], their binned columns, the missing bin moved to bin B_g - 1;
-        for sparse features, their row entry lists (features i32[N, k], bins u8[N, k],
-        ``histogram.build_sparse_histogram``).
+        for sparse features, their ``histogram.SparseEntries``.
       n_bins: B_g (static).
       features: their indices among every feature (a static NumPy array), or None for
         every feature in order.
@@ -56,18 +55,18 @@ class FeatureGroup(NamedTuple):
         else None.
     """
 
-    columns: jax.Array | tuple[jax.Array, jax.Array]
+    columns: jax.Array | SparseEntries
     n_bins: int
     features: np.ndarray | None
     zero_bins: np.ndarray | None = None
 
 
 def feature_groups(bins: jax.Array, n_bins: int, bin_groups, sparse_group=None,
-                   entries: tuple[jax.Array, jax.Array] | None = None) -> list[FeatureGroup]:
+                   entries: SparseEntries | None = None) -> list[FeatureGroup]:
     """The groups a tree's levels search: every feature at B, or those of
     ``bin_groups`` (``BoostConfig.bin_groups``: (B_g, feature indices) pairs), and the
-    sparse features of ``sparse_group`` (``BoostConfig.sparse_group``) searched from
-    their row ``entries`` (``TrainData.entries``)."""
+    sparse features of ``sparse_group`` (``BoostConfig.sparse_group``), whose
+    histograms are summed from their ``entries`` (``TrainData.entries``)."""
     groups = []
     if sparse_group is not None:
         groups.append(FeatureGroup(entries, sparse_group.n_bins,

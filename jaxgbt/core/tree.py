@@ -26,6 +26,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxgbt.core.constraints import allowed_after, enforce_monotone, split_bounds
+from jaxgbt.core.histogram import with_gradients
 from jaxgbt.core.search import FeatureGroup, feature_groups, search_level
 from jaxgbt.core.split import (
     LevelSplit,
@@ -116,8 +117,7 @@ def grow_tree(bins: jax.Array, gh: jax.Array, params: SplitParams, depth: int, n
               axis_name: str | None = None, level_allowed: jax.Array | None = None,
               interaction_sets: jax.Array | None = None,
               monotone: jax.Array | None = None,
-              bin_groups=None, sparse_group=None,
-              entries: tuple[jax.Array, jax.Array] | None = None
+              bin_groups=None, sparse_group=None, entries=None
               ) -> tuple[BinnedTree, jax.Array]:
     """Grows one oblivious tree.
 
@@ -136,10 +136,9 @@ def grow_tree(bins: jax.Array, gh: jax.Array, params: SplitParams, depth: int, n
         at most one level (see ``constraints``).
       bin_groups: features searched with fewer bins (``BoostConfig.bin_groups``), or
         None.
-      sparse_group: features searched from their row entry lists
+      sparse_group: features whose histograms are summed from their entries
         (``BoostConfig.sparse_group``), or None.
-      entries: those lists, (features i32[N, k], bins u8[N, k]) (``TrainData.entries``),
-        with ``sparse_group``.
+      entries: those entries (``histogram.SparseEntries``), with ``sparse_group``.
 
     Returns:
       The tree, and each row's leaf id i32[N].
@@ -153,8 +152,8 @@ def grow_tree(bins: jax.Array, gh: jax.Array, params: SplitParams, depth: int, n
     n_outputs = gh.shape[1] // 2
 
     sizes = search_sizes(depth)
-    widths, columns = _split_groups(feature_groups(bins, n_bins, bin_groups, sparse_group,
-                                                   entries))
+    widths, columns = _split_groups(feature_groups(
+        bins, n_bins, bin_groups, sparse_group, entries and with_gradients(entries, gh)))
     searches = [functools.partial(_search_level_of, size, n_bins, axis_name, widths)
                 for size in sorted(set(sizes))]
     branch = jnp.asarray([sorted(set(sizes)).index(size) for size in sizes], jnp.int32)
@@ -243,8 +242,8 @@ def grow_depthwise_tree(bins: jax.Array, gh: jax.Array, params: SplitParams, dep
     n_outputs = gh.shape[1] // 2
     n_nodes = 2 ** (depth - 1)
     sizes = search_sizes(depth)
-    widths, columns = _split_groups(feature_groups(bins, n_bins, bin_groups, sparse_group,
-                                                   entries))
+    widths, columns = _split_groups(feature_groups(
+        bins, n_bins, bin_groups, sparse_group, entries and with_gradients(entries, gh)))
     searches = [functools.partial(_search_node_splits_of, size, n_nodes, n_bins, axis_name,
                                   widths)
                 for size in sorted(set(sizes))]

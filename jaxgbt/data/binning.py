@@ -14,6 +14,7 @@ import numpy as np
 
 from jaxgbt.core.config import SparseGroup
 from jaxgbt.core.dtypes import BIN_DTYPE, FLOAT_DTYPE
+from jaxgbt.core.histogram import ENTRY_FEATURE_BLOCK, SparseEntries
 from jaxgbt.data import sparse
 from jaxgbt.data.transfer import aligned_empty
 
@@ -259,14 +260,14 @@ def bin_groups(thresholds: np.ndarray, n_rows: int, exclude: tuple[int, ...] = (
 # A feature is sparse when at most this share of its rows are not 0 (NaN counts as not
 # 0) ...
 SPARSE_MAX_SHARE = 0.25
-# ... and the sparse features are summed from row entry lists when the longest list is
-# at most this share of them: an entry cost about twice a dense row's update (20,000
-# rows, 500 0/1 features, docs/benchmarks.md "Sparse features").
-SPARSE_MAX_CAPACITY_SHARE = 0.5
+# ... and the sparse features' histograms are summed from their entries when there are
+# at most this share of their rows x features: an entry cost about twice a dense row's
+# update (20,000 rows, 500 0/1 features, docs/benchmarks.md "Sparse features").
+SPARSE_MAX_ENTRY_SHARE = 0.5
 # Fewer sparse features than this stay with the dense ones: a group is compiled code of
 # its own.
 SPARSE_MIN_FEATURES = 16
-# Rows read per step when counting non-zeros and building entry lists (bounded temporaries).
+# Rows read per step when counting non-zeros and listing entries (bounded temporaries).
 _SPARSE_ROWS_PER_STEP = 2**16
 
 
@@ -280,71 +281,66 @@ def _not_zero_counts(X) -> np.ndarray:
     return counts
 
 
-def _most_not_zero_per_row(X, features: np.ndarray) -> int:
-    """The most of ``features`` one row of X has not 0."""
-    if sparse.is_sparse(X):
-        return int(X[:, features].getnnz(axis=1).max(initial=0))
-    most = 0
-    for first in range(0, X.shape[0], _SPARSE_ROWS_PER_STEP):
-        block = X[first:first + _SPARSE_ROWS_PER_STEP][:, features]
-        most = max(most, int(np.count_nonzero(block, axis=1).max(initial=0)))
-    return most
-
-
 def sparse_group(X, thresholds: np.ndarray) -> SparseGroup | None:
-    """The features whose histograms are summed from row entry lists, or None.
+    """The features whose histograms are summed from their entries, or None.
 
     Features with at most ``SPARSE_MAX_SHARE`` of their rows not 0 are sparse; they form
-    the group when there are ``SPARSE_MIN_FEATURES`` or more and no row has more than
-    ``SPARSE_MAX_CAPACITY_SHARE`` of them not 0. The splits are those of the dense
-    histograms (up to float reassociation in each feature's bin of 0).
+    the group when there are ``SPARSE_MIN_FEATURES`` or more and their values other
+    than 0 are at most ``SPARSE_MAX_ENTRY_SHARE`` of their cells. The splits are those
+    of the dense histograms (up to float reassociation in each feature's bin of 0).
 
     Args:
       X: f32[N, F], or CSC X (``sparse.check_sparse_X``), the training rows.
       thresholds: f32[F, B - 1], trimmed (``trimmed``).
     """
     n_rows = X.shape[0]
-    features = np.flatnonzero(_not_zero_counts(X) <= SPARSE_MAX_SHARE * n_rows)
-    if features.size < SPARSE_MIN_FEATURES:
-        return None
-    capacity = _most_not_zero_per_row(X, features)
-    if capacity > SPARSE_MAX_CAPACITY_SHARE * features.size:
+    counts = _not_zero_counts(X)
+    features = np.flatnonzero(counts <= SPARSE_MAX_SHARE * n_rows)
+    n_entries = int(counts[features].sum())
+    if (features.size < SPARSE_MIN_FEATURES
+            or n_entries > SPARSE_MAX_ENTRY_SHARE * features.size * n_rows):
         return None
     zero_bins = [int(np.searchsorted(thresholds[f], FLOAT_DTYPE(0), side="left"))
                  for f in features]
     needed = int(np.isfinite(thresholds[features]).sum(axis=1).max()) + 2
     n_bins = min(thresholds.shape[1] + 1, max(MIN_TRIMMED_BINS, 1 << (needed - 1).bit_length()))
     return SparseGroup(features=tuple(int(f) for f in features), zero_bins=tuple(zero_bins),
-                       n_bins=n_bins, capacity=max(1, capacity))
+                       n_bins=n_bins, n_entries=max(1, n_entries))
 
 
-def sparse_entries(binned: np.ndarray, group: SparseGroup) -> tuple[np.ndarray, np.ndarray]:
-    """Each row's entry list of ``group``'s features: those not in their bin of 0.
+def sparse_entries(binned: np.ndarray, group: SparseGroup) -> SparseEntries:
+    """The entries of ``group``'s features: each (row, feature) whose bin is not the
+    feature's bin of 0, in ``histogram.SparseEntries``' order, as NumPy arrays.
 
     Args:
       binned: u8[F, N] from ``apply_bins``.
 
     Returns:
-      (features i32[N, k], bins u8[N, k]), k = ``group.capacity``: each row's features
-      (indices within the group, ascending) whose bin is not their bin of 0, and their
-      bins (the missing bin moved to ``group.n_bins - 1``), padded with feature -1.
+      ``SparseEntries`` of ``group.n_entries`` entries, the last ones padding (feature
+      -1, row 0): values other than 0 that share the bin of 0 make no entry.
     """
     n_rows = binned.shape[1]
     zero_bins = np.asarray(group.zero_bins, BIN_DTYPE)
-    features = np.full((n_rows, group.capacity), -1, np.int32)
-    bins = np.zeros((n_rows, group.capacity), BIN_DTYPE)
-    for first in range(0, n_rows, _SPARSE_ROWS_PER_STEP):
-        columns = binned[np.asarray(group.features), first:first + _SPARSE_ROWS_PER_STEP]
-        row, feature = np.nonzero((columns != zero_bins[:, None]).T)  # by row, then feature
-        counts = np.bincount(row, minlength=columns.shape[1])
-        if counts.max(initial=0) > group.capacity:
-            raise ValueError(f"a row has {counts.max()} sparse entries, more than the "
-                             f"{group.capacity} counted in X: bin X with the thresholds "
-                             "sparse_group saw.")
-        slot = np.arange(row.size) - np.repeat(np.cumsum(counts) - counts, counts)
-        features[first + row, slot] = feature
-        bins[first + row, slot] = np.minimum(columns[feature, row], group.n_bins - 1)
-    return features, bins
+    columns = np.asarray(group.features)
+    rows, features, bins = [], [], []
+    for first in range(0, columns.size, ENTRY_FEATURE_BLOCK):
+        block = binned[columns[first:first + ENTRY_FEATURE_BLOCK]]
+        for first_row in range(0, n_rows, _SPARSE_ROWS_PER_STEP):
+            part = block[:, first_row:first_row + _SPARSE_ROWS_PER_STEP]
+            row, feature = np.nonzero((part != zero_bins[first:first + part.shape[0], None]).T)
+            rows.append((first_row + row).astype(np.int32))
+            features.append((first + feature).astype(np.int32))
+            bins.append(np.minimum(part[feature, row], group.n_bins - 1).astype(BIN_DTYPE))
+    n_found = sum(map(len, rows))
+    if n_found > group.n_entries:
+        raise ValueError(f"the binned rows have {n_found} sparse entries, more than the "
+                         f"{group.n_entries} counted in X: bin X with the thresholds "
+                         "sparse_group saw.")
+    pad = group.n_entries - n_found
+    return SparseEntries(
+        rows=np.concatenate(rows + [np.zeros(pad, np.int32)]),
+        features=np.concatenate(features + [np.full(pad, -1, np.int32)]),
+        bins=np.concatenate(bins + [np.zeros(pad, BIN_DTYPE)]))
 
 
 def trimmed(thresholds: np.ndarray, n_bins: int) -> np.ndarray:

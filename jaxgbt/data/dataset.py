@@ -15,6 +15,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxgbt.core.config import SparseGroup
+from jaxgbt.core.histogram import SparseEntries
 from jaxgbt.data import categorical, frames
 from jaxgbt.data import validation as check
 from jaxgbt.data.binning import (
@@ -146,13 +147,14 @@ class Dataset:
         return jax.device_put(apply_bins(self.X, thresholds))
 
     def sparse_group(self, thresholds: np.ndarray) -> SparseGroup | None:
-        """The features summed from row entry lists (``binning.sparse_group``), or None."""
+        """The features whose histograms are summed from their entries
+        (``binning.sparse_group``), or None."""
         return sparse_group(self.X, thresholds)
 
     @staticmethod
-    def entries(bins: jax.Array, group: SparseGroup) -> tuple[jax.Array, jax.Array]:
-        """(features i32[N, k], bins u8[N, k]) on the device: the row entry lists of
-        ``group`` (``binning.sparse_entries``) from the binned rows u8[F, N]."""
+    def entries(bins: jax.Array, group: SparseGroup) -> SparseEntries:
+        """``group``'s ``SparseEntries`` on the device (``binning.sparse_entries``), from
+        the binned rows u8[F, N]."""
         return jax.device_put(sparse_entries(np.asarray(bins), group))
 
 

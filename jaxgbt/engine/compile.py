@@ -20,6 +20,7 @@ from jax.sharding import Mesh
 
 from jaxgbt.core.config import BoostConfig
 from jaxgbt.core.dtypes import BIN_DTYPE
+from jaxgbt.core.histogram import SparseEntries
 from jaxgbt.core.ordered import OrderedMargins
 from jaxgbt.core.round import (
     BoostParams,
@@ -120,9 +121,10 @@ def compile_ahead(config: BoostConfig, params: BoostParams, data: TrainData,
     raw = OrderedMargins(model=margins, ordered=margins) if config.ordered else margins
     data = data._replace(bins=jax.ShapeDtypeStruct((n_features, n_rows), BIN_DTYPE))
     if config.sparse_group is not None:
-        lists = (n_rows, config.sparse_group.capacity)
-        data = data._replace(entries=(jax.ShapeDtypeStruct(lists, jnp.int32),
-                                      jax.ShapeDtypeStruct(lists, BIN_DTYPE)))
+        entries = (config.sparse_group.n_entries,)
+        data = data._replace(entries=SparseEntries(
+            jax.ShapeDtypeStruct(entries, jnp.int32), jax.ShapeDtypeStruct(entries, jnp.int32),
+            jax.ShapeDtypeStruct(entries, BIN_DTYPE)))
     if is_traced(start_raw) or not _ahead_of_time(params, data, raw, mesh):
         return False
     # The row count ``train`` pads to (``engine.padding``); only the types are needed.

@@ -81,7 +81,8 @@ def pad_rows(tree, n_padded: int, *, rows_axis: int = 0, fill=None):
 
 def padded_data(data: TrainData, n_padded: int) -> TrainData:
     """``data`` with ``n_padded`` rows: the last row's bins and labels repeated at weight
-    0, the padding last in ordered boosting's order. Not for group losses."""
+    0, the padding last in ordered boosting's order (sparse entries name real rows
+    only, and padding rows weigh nothing). Not for group losses."""
     n_rows = data.weight.shape[0]
     if n_padded == n_rows:
         return data
@@ -94,8 +95,7 @@ def padded_data(data: TrainData, n_padded: int) -> TrainData:
     return data._replace(
         bins=None if data.bins is None else pad_rows(data.bins, n_padded, rows_axis=1),
         y=pad_rows(data.y, n_padded), weight=pad_rows(data.weight, n_padded, fill=0.0),
-        order=order,
-        entries=None if data.entries is None else pad_rows(data.entries, n_padded))
+        order=order)
 
 
 def real_rows(margins, n_rows: int):
