@@ -7,8 +7,9 @@ For every (rows, features, task, data kind) cell: jaxgbt's first fit (compilatio
 included: every cell is a new shape, and the persistent compilation cache is off) and
 its best warm fit, and each anchor's best fit, all with the same trees, depth, bins and
 threads; the ratio of jaxgbt's warm time to the fastest anchor. Data kinds: "float"
-(normal features, the target from ten of them) and "binary" (0/1 columns, each 1 with
-probability 0.1, as one-hot or bag-of-words data). Prints a markdown table and writes
+(normal features, the target from ten of them), "binary" (0/1 columns, each 1 with
+probability 0.1, as bag-of-words data) and "onehot" (categorical columns of 20 levels,
+one-hot: one 1 per 20 columns and row). Prints a markdown table and writes
 results.json.
 """
 
@@ -22,11 +23,22 @@ from _runner import load_config, output_dir, print_table, timed, write_json  # n
 
 import jaxgbt  # noqa: E402
 
+# Levels of each categorical column of the "onehot" kind.
+ONEHOT_LEVELS = 20
+
 
 def make_data(n_rows: int, n_features: int, task: str, kind: str, seed: int):
     rng = np.random.default_rng(seed)
     if kind == "binary":
         X = (rng.random((n_rows, n_features)) < 0.1).astype(np.float32)
+    elif kind == "onehot":  # categorical columns of ONEHOT_LEVELS levels, one-hot
+        n_categorical = -(-n_features // ONEHOT_LEVELS)
+        codes = rng.integers(0, ONEHOT_LEVELS, (n_rows, n_categorical))
+        hot = np.arange(n_categorical) * ONEHOT_LEVELS + codes  # [N, C]: each 1's column
+        rows = np.broadcast_to(np.arange(n_rows)[:, None], hot.shape)
+        inside = hot < n_features
+        X = np.zeros((n_rows, n_features), np.float32)
+        X[rows[inside], hot[inside]] = 1.0
     else:
         X = rng.normal(size=(n_rows, n_features)).astype(np.float32)
     used = min(10, n_features)

@@ -134,9 +134,10 @@ def test_level_is_pass_through_unless_gain_exceeds_min_split_gain(min_split_gain
 
 
 @pytest.mark.parametrize("shape, axis", [((3, 255, 2), 1), ((40,), 0), ((2, 5, 16), 2),
-                                         ((17, 3), 0)])
+                                         ((17, 3), 0), ((4, 3, 2), 1), ((6, 8), 1)])
 def test_prefix_sums_match_cumulative_sums(shape, axis):
-    # Lengths below, at and past one block of 16, and 255 bins (16 blocks, the last short).
+    # Lengths below, at and past one block of 16, and 255 bins (16 blocks, the last
+    # short); 3 and 8 are summed by additions.
     x = np.random.default_rng(4).normal(size=shape).astype(np.float32)
     sums = jax.jit(prefix_sums, static_argnums=1)(jnp.asarray(x), axis)
     assert sums.shape == x.shape and sums.dtype == jnp.float32

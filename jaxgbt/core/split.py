@@ -118,6 +118,8 @@ def prefix_sums(x: jax.Array, axis: int) -> jax.Array:
     accelerators do not round them to TF32.
     """
     n = x.shape[axis]
+    if n <= _ADDED_PREFIX_MAX:
+        return _added_prefix_sums(x, axis)
     n_blocks = -(-n // _PREFIX_BLOCK)
     x = jnp.moveaxis(x, axis, -1)
     batch = x.shape[:-1]
@@ -129,6 +131,20 @@ def prefix_sums(x: jax.Array, axis: int) -> jax.Array:
                         precision=jax.lax.Precision.HIGHEST)
     sums = (within + before[..., None]).reshape(*batch, n_blocks * _PREFIX_BLOCK)[..., :n]
     return jnp.moveaxis(sums, -1, axis)
+
+
+# Up to this many bins, prefix sums are running additions: the block products pad the
+# bin axis to 16, and for the 3 value bins of 0/1 features did 80 times the work
+# (docs/benchmarks.md, "Sparse features").
+_ADDED_PREFIX_MAX = 8
+
+
+def _added_prefix_sums(x: jax.Array, axis: int) -> jax.Array:
+    """``prefix_sums`` of a short axis as n - 1 additions, in the order of the sums."""
+    parts = [jax.lax.index_in_dim(x, 0, axis)]
+    for i in range(1, x.shape[axis]):
+        parts.append(parts[-1] + jax.lax.index_in_dim(x, i, axis))
+    return jnp.concatenate(parts, axis=axis)
 
 
 def _by_output(hist: jax.Array) -> jax.Array:

@@ -31,6 +31,11 @@ MIN_TRIMMED_BINS = 4
 # (docs/benchmarks.md).
 _FEATURES_PER_TASK = 4
 _ROWS_PER_TASK = 2**16
+# A task of ``compute_thresholds`` cuts up to this many features (fewer when there are
+# fewer than that per core), from a contiguous copy of their columns (at most 200,000
+# rows: 13 MB): a cache line holds 16 float32 values, so reading 16 neighbouring
+# columns costs what reading one does.
+_CUT_FEATURES_PER_TASK = 16
 
 
 def _distinct_values(values: np.ndarray, weights: np.ndarray | None
@@ -160,20 +165,45 @@ def compute_thresholds(X: np.ndarray, n_bins: int, sample_weight: np.ndarray | N
         weights = None if weights is None else weights[rows]
     thresholds = np.full((n_features, n_value_bins), np.inf, FLOAT_DTYPE)
 
-    def cut_feature(f: int) -> None:
+    n_threads = os.cpu_count() or 1
+    per_task = max(1, min(_CUT_FEATURES_PER_TASK, -(-n_features // n_threads)))
+
+    def cut_features(first: int) -> None:
+        features = range(first, min(first + per_task, n_features))
         if is_sparse:
-            cuts = _sparse_cut_points(X, f, weights, n_value_bins)
-        else:
-            column = X[:, f]
-            present = ~np.isnan(column)
-            cuts = _cut_points(column[present], None if weights is None else weights[present],
-                               n_value_bins)
-        thresholds[f, : cuts.size] = cuts
+            cuts = [_sparse_cut_points(X, f, weights, n_value_bins) for f in features]
+        else:  # contiguous copies of the columns: a strided column read a line per value
+            block = np.ascontiguousarray(X[:, features.start:features.stop].T)
+            cuts = [_dense_cut_points(column, weights, n_value_bins) for column in block]
+        for f, feature_cuts in zip(features, cuts, strict=True):
+            thresholds[f, : feature_cuts.size] = feature_cuts
 
     # NumPy's sorts release the GIL: one thread per core.
-    with ThreadPoolExecutor(max_workers=min(os.cpu_count() or 1, max(n_features, 1))) as pool:
-        list(pool.map(cut_feature, range(n_features)))
+    tasks = range(0, n_features, per_task)
+    with ThreadPoolExecutor(max_workers=min(n_threads, max(len(tasks), 1))) as pool:
+        list(pool.map(cut_features, tasks))
     return thresholds
+
+
+def _dense_cut_points(column: np.ndarray, weights: np.ndarray | None, n_value_bins: int
+                      ) -> np.ndarray:
+    """``_cut_points`` of one column f32[N]. A column mostly 0 is cut as a sparse column
+    is: its other values sorted, its zeros counted (the same cuts, from a sort of a
+    fraction of the rows)."""
+    not_zero = column != 0  # NaN included
+    n_zeros = column.size - int(np.count_nonzero(not_zero))
+    if n_zeros <= column.size // 2:
+        present = ~np.isnan(column)
+        return _cut_points(column[present], None if weights is None else weights[present],
+                           n_value_bins)
+    rows = np.flatnonzero(not_zero)
+    values = column[rows]
+    present = ~np.isnan(values)
+    if weights is None:
+        return _cut_points(values[present], None, n_value_bins, (n_zeros, 0.0))
+    zero_weight = weights.sum() - weights[rows].sum()
+    return _cut_points(values[present], weights[rows[present]], n_value_bins,
+                       (n_zeros, zero_weight))
 
 
 def _sparse_cut_points(X, f: int, weights: np.ndarray | None, n_value_bins: int
