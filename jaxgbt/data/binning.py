@@ -291,9 +291,11 @@ def bin_groups(thresholds: np.ndarray, n_rows: int, exclude: tuple[int, ...] = (
 # 0) ...
 SPARSE_MAX_SHARE = 0.25
 # ... and the sparse features' histograms are summed from their entries when there are
-# at most this share of their rows x features: an entry cost about twice a dense row's
-# update (20,000 rows, 500 0/1 features, docs/benchmarks.md "Sparse features").
-SPARSE_MAX_ENTRY_SHARE = 0.5
+# at most this share of their rows x features. An entry costs about what a dense row's
+# update does (docs/benchmarks.md, "Sparse features"), but it holds 9 bytes, and each
+# tree gathers its 8K bytes of g and h, against 1 byte per row and feature in the binned
+# matrix: at an eighth, the entries take 2-4 times the binned bytes of their features.
+SPARSE_MAX_ENTRY_SHARE = 0.125
 # Fewer sparse features than this stay with the dense ones: a group is compiled code of
 # its own.
 SPARSE_MIN_FEATURES = 16
