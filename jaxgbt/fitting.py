@@ -250,7 +250,7 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
     thresholds = _thresholds(data, n_bins, seed, distributed, n_outputs)  # first: they set B
     # Every process must compile the same program: narrower histograms and sparse
     # features are chosen from one process's rows, so not under distributed; nor are
-    # entry lists split over a mesh's devices.
+    # sparse entries split over a mesh's devices.
     sparse = None if distributed or mesh is not None else data.sparse_group(thresholds)
     config = spec.build_config(
         objective, depth=depth, n_bins=thresholds.shape[1] + 1, n_outputs=n_outputs,

@@ -182,3 +182,23 @@ def test_sparse_features_summed_from_entry_lists_give_the_same_model(monkeypatch
         np.testing.assert_allclose(getattr(from_entries, name), getattr(dense, name),
                                    rtol=1e-5, atol=1e-6)
     assert np.isin(np.asarray(dense.feature), np.arange(18)).any()  # sparse features split
+
+
+def test_sparse_features_in_a_sweep_give_each_members_own_fit():
+    # fit_many runs the members' rounds under one program (vmap); the entries are the
+    # data's, shared by every member.
+    import jaxgbt
+    import jaxgbt.data.binning as binning
+
+    rng = np.random.default_rng(4)
+    X = np.column_stack([rng.random((300, 18)) < 0.1, rng.normal(size=(300, 2))]
+                        ).astype(np.float32)
+    y = ((X[:, 0] + X[:, 1] + X[:, 18]) > 0.5).astype(np.float32)
+    assert binning.sparse_group(X, binning.compute_thresholds(X, 256)) is not None
+    fit = dict(n_trees=4, depth=3, random_strength=0.0)
+    many = jaxgbt.fit_many("logistic", X, y, {"learning_rate": [0.1, 0.3]}, **fit)
+    for i, rate in enumerate([0.1, 0.3]):
+        one = jaxgbt.fit("logistic", X, y, learning_rate=rate, **fit)
+        assert_array_equal(np.asarray(many.feature)[i], np.asarray(one.feature))
+        np.testing.assert_allclose(np.asarray(many.leaf_value)[i], one.leaf_value, rtol=1e-6,
+                                   atol=1e-7)
