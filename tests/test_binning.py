@@ -251,3 +251,22 @@ def test_sparse_entries_list_each_rows_bins_other_than_zero():
     missing = entries.features == 7
     assert_array_equal(entries.bins[missing] == group.n_bins - 1,
                        np.isnan(X[entries.rows[missing], 7]))  # the missing bin, last
+
+
+def test_sparse_group_leaves_out_its_widest_features_past_its_cells(monkeypatch):
+    # The group's histogram is one block: past SPARSE_MAX_CELLS features x bins, the
+    # features that need the most bins stay with the dense ones.
+    from jaxgbt.data import binning
+
+    X = _sparse_columns()
+    X[::7, 10] = np.linspace(1, 2, X[::7].shape[0])  # many values: 64 bins
+    thresholds = trimmed(compute_thresholds(X, 64), 64)
+    assert binning.sparse_group(X, thresholds).n_bins == 64
+    monkeypatch.setattr(binning, "SPARSE_MAX_CELLS", 18 * 8)
+    group = binning.sparse_group(X, thresholds)
+    assert group.n_bins == 8 and group.features == tuple(f for f in range(18) if f != 10)
+    monkeypatch.setattr(binning, "SPARSE_MAX_CELLS", 17 * 4 - 1)  # column 5 needs 8 bins
+    group = binning.sparse_group(X, thresholds)
+    assert group.n_bins == 4 and group.features == tuple(f for f in range(18) if f not in (5, 10))
+    monkeypatch.setattr(binning, "SPARSE_MAX_CELLS", 16 * 4 - 1)  # too few even at 4 bins
+    assert binning.sparse_group(X, thresholds) is None

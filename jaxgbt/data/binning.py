@@ -299,6 +299,10 @@ SPARSE_MAX_ENTRY_SHARE = 0.125
 # Fewer sparse features than this stay with the dense ones: a group is compiled code of
 # its own.
 SPARSE_MIN_FEATURES = 16
+# The sparse features' histogram is built and searched whole (not in blocks of features,
+# as ``core.search`` does the dense ones), so their features x bins are at most this
+# many: 128 MB of histogram at 32 nodes and one output (2,000 features x 256 bins).
+SPARSE_MAX_CELLS = 2**19
 # Rows read per step when counting non-zeros and listing entries (bounded temporaries).
 _SPARSE_ROWS_PER_STEP = 2**16
 
@@ -316,10 +320,11 @@ def _not_zero_counts(X) -> np.ndarray:
 def sparse_group(X, thresholds: np.ndarray) -> SparseGroup | None:
     """The features whose histograms are summed from their entries, or None.
 
-    Features with at most ``SPARSE_MAX_SHARE`` of their rows not 0 are sparse; they form
-    the group when there are ``SPARSE_MIN_FEATURES`` or more and their values other
-    than 0 are at most ``SPARSE_MAX_ENTRY_SHARE`` of their cells. The splits are those
-    of the dense histograms (up to float reassociation in each feature's bin of 0).
+    Features with at most ``SPARSE_MAX_SHARE`` of their rows not 0 are sparse (the
+    widest of them left out while their features x bins exceed ``SPARSE_MAX_CELLS``);
+    they form the group when there are ``SPARSE_MIN_FEATURES`` or more and their values
+    other than 0 are at most ``SPARSE_MAX_ENTRY_SHARE`` of their cells. The splits are
+    those of the dense histograms (up to float reassociation in each feature's bin of 0).
 
     Args:
       X: f32[N, F], or CSC X (``sparse.check_sparse_X``), the training rows.
@@ -328,14 +333,18 @@ def sparse_group(X, thresholds: np.ndarray) -> SparseGroup | None:
     n_rows = X.shape[0]
     counts = _not_zero_counts(X)
     features = np.flatnonzero(counts <= SPARSE_MAX_SHARE * n_rows)
+    needed = np.isfinite(thresholds[features]).sum(axis=1) + 2
+    n_bins = min(thresholds.shape[1] + 1,
+                 max(MIN_TRIMMED_BINS, 1 << (int(needed.max(initial=2)) - 1).bit_length()))
+    while features.size * n_bins > SPARSE_MAX_CELLS and n_bins > MIN_TRIMMED_BINS:
+        n_bins //= 2  # the group's histogram is one block: the widest features leave it
+        features, needed = features[needed <= n_bins], needed[needed <= n_bins]
     n_entries = int(counts[features].sum())
-    if (features.size < SPARSE_MIN_FEATURES
+    if (features.size < SPARSE_MIN_FEATURES or features.size * n_bins > SPARSE_MAX_CELLS
             or n_entries > SPARSE_MAX_ENTRY_SHARE * features.size * n_rows):
         return None
     zero_bins = [int(np.searchsorted(thresholds[f], FLOAT_DTYPE(0), side="left"))
                  for f in features]
-    needed = int(np.isfinite(thresholds[features]).sum(axis=1).max()) + 2
-    n_bins = min(thresholds.shape[1] + 1, max(MIN_TRIMMED_BINS, 1 << (needed - 1).bit_length()))
     return SparseGroup(features=tuple(int(f) for f in features), zero_bins=tuple(zero_bins),
                        n_bins=n_bins, n_entries=max(1, n_entries))
 
