@@ -7,7 +7,13 @@ import pytest
 import reference
 from numpy.testing import assert_allclose
 
-from jaxgbt.core.split import SplitParams, best_level_split, level_gains, prefix_sums
+from jaxgbt.core.split import (
+    SplitParams,
+    best_level_split,
+    first_argmax,
+    level_gains,
+    prefix_sums,
+)
 
 N_ROWS, N_FEATURES, N_BINS, N_NODES = 300, 5, 16, 4
 
@@ -21,17 +27,17 @@ def _params(dtype=jnp.float32, *, l2=1.0, l1=0.0, min_split_gain=0.0, min_child_
                        min_child_weight=jnp.asarray(min_child_weight, dtype))
 
 
-def _random_hist(n_outputs: int, seed: int = 0) -> np.ndarray:
-    """f64[F, 4, B, 2K] of 300 random rows, node 3 empty, about 10% missing."""
+def _random_hist(n_outputs: int, seed: int = 0, n_nodes: int = N_NODES) -> np.ndarray:
+    """f64[F, n, B, 2K] of 300 random rows, the last node empty, about 10% missing."""
     rng = np.random.default_rng(seed)
     bins = rng.integers(0, N_BINS - 1, (N_FEATURES, N_ROWS))
     bins[rng.random((N_FEATURES, N_ROWS)) < 0.1] = N_BINS - 1
-    node = rng.integers(0, N_NODES - 1, N_ROWS)
+    node = rng.integers(0, max(n_nodes - 1, 1), N_ROWS)
     g = rng.normal(size=(N_ROWS, n_outputs)) + 0.3
     h = rng.uniform(0.1, 2.0, (N_ROWS, n_outputs))
     weight = rng.uniform(0.5, 2.0, (N_ROWS, 1))
     gh = np.concatenate([g * weight, h * weight], axis=1)
-    return reference.histogram(bins, node, gh, N_NODES, N_BINS)
+    return reference.histogram(bins, node, gh, n_nodes, N_BINS)
 
 
 CASES = {
@@ -57,6 +63,31 @@ def test_level_gains_match_reference(case):
     with jax.enable_x64(True):
         gains64 = np.asarray(_gains(jnp.asarray(hist), _params(jnp.float64, **settings)))
     assert_allclose(gains64, expected, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("n_nodes", [1, 3, 5, 7])
+def test_level_gains_of_any_node_count_match_reference(n_nodes):
+    # The gains are summed over nodes by halving the node axis; odd counts carry a node
+    # over to the next step.
+    hist = _random_hist(1, seed=n_nodes, n_nodes=n_nodes)
+    expected = reference.level_gains(hist, 1.0, 0.0, 0.0)
+    gains = _gains(jnp.asarray(hist, jnp.float32), _params())
+    assert gains.shape == (N_FEATURES, N_BINS - 1, 2)
+    assert_allclose(np.asarray(gains), expected, rtol=1e-5, atol=2e-5)
+
+
+def test_first_argmax_is_argmax():
+    # Ties to the first entry, the first NaN wins, -inf and all-equal rows.
+    x = np.array([[1.0, 3.0, 3.0, 2.0], [np.nan, 5.0, np.nan, 1.0], [0.0, 0.0, 0.0, 0.0],
+                  [-np.inf, -np.inf, -np.inf, -np.inf], [1.0, 2.0, np.nan, 7.0],
+                  [-np.inf, -1.0, -np.inf, -1.0]], np.float32)
+    got = np.asarray(jax.jit(first_argmax)(jnp.asarray(x)))
+    assert got.dtype == np.int32
+    np.testing.assert_array_equal(got, [1, 0, 0, 0, 2, 1])
+    np.testing.assert_array_equal(got, np.asarray(jnp.argmax(jnp.asarray(x), axis=-1)))
+    y = np.random.default_rng(0).integers(0, 4, (3, 50)).astype(np.float32)  # many ties
+    np.testing.assert_array_equal(np.asarray(first_argmax(jnp.asarray(y))), y.argmax(axis=-1))
+    assert int(first_argmax(jnp.asarray(y.reshape(-1)))) == int(y.reshape(-1).argmax())
 
 
 def _tie_hist() -> np.ndarray:

@@ -246,7 +246,34 @@ def level_gains_and_parent(hist: jax.Array, params: SplitParams, directions: int
     """(``level_gains``, the level's summed own score of its nodes f32[F]): the score
     of the rows a candidate divides, as ``noisy_ranks`` takes it."""
     gains, parent = _gains_and_parent(hist, params, directions=directions)
-    return jnp.stack([jnp.sum(g, axis=1) for g in gains], axis=-1), jnp.sum(parent, axis=1)
+    return (jnp.stack([_sum_nodes(g) for g in gains], axis=-1),
+            jnp.sum(parent, axis=1))
+
+
+# Blocks of at most this many features sum their gains over nodes by halving the node
+# axis; larger ones by one reduction. Measured on one tree (2,000 rows, 256 bins, score
+# noise, interleaved runs): halving took 5.1 against 6.7 ms at 28 features and 6.9
+# against 8.5 ms at 40, but 13.8 against 11.7 ms at 64 and 42 against 34 ms at 180
+# (docs/benchmarks.md, "The split search's reductions").
+HALVING_MAX_FEATURES = 40
+
+
+def _sum_nodes(gains: jax.Array) -> jax.Array:
+    """f32[F, B - 1]: gains f32[F, n, B - 1] summed over their node axis.
+
+    For few features, by halving it (first half plus second half, until one node is
+    left; an odd count keeps its last node for the next step): XLA:CPU computed the gains
+    inside ``jnp.sum``'s loop, which vectorised poorly on such small blocks. Both give
+    the same floats on the 28 fingerprinted models.
+    """
+    if gains.shape[0] > HALVING_MAX_FEATURES:
+        return jnp.sum(gains, axis=1)
+    while gains.shape[1] > 1:
+        half = gains.shape[1] // 2
+        halves = gains[:, :half] + gains[:, half:2 * half]
+        gains = (jnp.concatenate([halves, gains[:, 2 * half:]], axis=1)
+                 if gains.shape[1] % 2 else halves)
+    return gains[:, 0]
 
 
 def _mix32(x: jax.Array) -> jax.Array:
@@ -307,6 +334,25 @@ def noisy_ranks(gains: jax.Array, parent: jax.Array, features: jax.Array,
     expand = (Ellipsis,) + (None,) * (gains.ndim - parent.ndim)
     score = jnp.sqrt(jnp.maximum(gains + parent[expand], 0.0)) + noise.scale * draws[..., None]
     return jnp.where(gains > jnp.maximum(params.min_split_gain, 0.0), score, -jnp.inf)
+
+
+def first_argmax(x: jax.Array) -> jax.Array:
+    """i32[...]: ``jnp.argmax(x, axis=-1)``, the first largest entry along the last axis
+    (the first NaN where there is one), as a max and then a min over the indices that
+    hold it.
+
+    XLA:CPU ran argmax's one reduction over (value, index) pairs as a scalar loop, with
+    the candidates' scores computed inside it; two plain reductions vectorise. At 20
+    features, 8 nodes and 256 bins, the noisy scores and their argmax took 0.25 ms that
+    way and 0.09 ms this way (docs/benchmarks.md, "The split search's reductions").
+    """
+    # Stored once: computed again inside each reduction, the two copies of an entry could
+    # round differently, and the largest would then not equal itself.
+    x = jax.lax.optimization_barrier(x)
+    top = jnp.max(x, axis=-1, keepdims=True)
+    hit = (x == top) | (jnp.isnan(x) & jnp.isnan(top))
+    index = jax.lax.broadcasted_iota(jnp.int32, x.shape, x.ndim - 1)
+    return jnp.min(jnp.where(hit, index, x.shape[-1]), axis=-1)
 
 
 # Histograms of fewer (feature, node, bin) cells than this search both missing
@@ -372,7 +418,7 @@ def best_level_candidate(hist: jax.Array, features: jax.Array, counted: jax.Arra
             ranks = jnp.where(counted[:, None, None],
                               noisy_ranks(gains, parent, features, params,
                                           n_value_bins or n_hist_bins), -jnp.inf)
-        local = jnp.argmax(ranks.reshape(-1))
+        local = first_argmax(ranks.reshape(-1))
         return Best(gains.reshape(-1)[local],
                     _global_index(local, features, n_hist_bins, directions,
                                   n_value_bins or n_hist_bins), (),
@@ -414,7 +460,7 @@ def best_node_candidates(hist: jax.Array, features: jax.Array, counted: jax.Arra
                               noisy_ranks(gains, parent, features, params,
                                           n_value_bins or n_hist_bins), -jnp.inf)
             ranks = jnp.moveaxis(ranks, 1, 0).reshape(n_nodes, -1)
-        local = jnp.argmax(ranks, axis=-1)
+        local = first_argmax(ranks)
         gain = jnp.take_along_axis(by_node, local[:, None], axis=-1)[:, 0]
         if params.noise is not None:
             score = jnp.take_along_axis(ranks, local[:, None], axis=-1)[:, 0]
