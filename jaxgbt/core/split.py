@@ -460,7 +460,7 @@ def best_node_candidates(hist: jax.Array, features: jax.Array, counted: jax.Arra
                               noisy_ranks(gains, parent, features, params,
                                           n_value_bins or n_hist_bins), -jnp.inf)
             ranks = jnp.moveaxis(ranks, 1, 0).reshape(n_nodes, -1)
-        local = first_argmax(ranks)
+        local = jnp.argmax(ranks, axis=-1)
         gain = jnp.take_along_axis(by_node, local[:, None], axis=-1)[:, 0]
         if params.noise is not None:
             score = jnp.take_along_axis(ranks, local[:, None], axis=-1)[:, 0]
