@@ -109,13 +109,21 @@ _PREFIX_BLOCK = 16
 
 
 def prefix_sums(x: jax.Array, axis: int) -> jax.Array:
-    """Inclusive cumulative sums of ``x`` along ``axis``, as two small triangular matrix
-    products: sums within blocks of ``_PREFIX_BLOCK``, then the totals of the blocks
-    before.
+    """Inclusive cumulative sums of ``x`` along ``axis``, by blocks of ``_PREFIX_BLOCK``:
+    each block's running sums as a small triangular matrix product, plus the totals of
+    the blocks before.
 
     The same sums as ``jnp.cumsum``, which XLA:CPU runs as a slower reduce-window over
     the whole axis (docs/benchmarks.md). Products at full float32 precision, so that
     accelerators do not round them to TF32.
+
+    The totals of the blocks before enter the product as a 17th entry of each block,
+    with weight 1 for every running sum, so that the product yields the finished sums.
+    Added after the product, they were fused into each consumer of the sums, whose
+    loops then read a broadcast that changes every 16 entries and vectorised poorly:
+    a level's search at 60 and more features took twice as long (docs/benchmarks.md,
+    "The split search's prefix sums"). On CPU the product adds its terms in order, so
+    the sums are the same floats either way.
     """
     n = x.shape[axis]
     if n <= _ADDED_PREFIX_MAX:
@@ -125,11 +133,17 @@ def prefix_sums(x: jax.Array, axis: int) -> jax.Array:
     batch = x.shape[:-1]
     blocks = jnp.pad(x, [(0, 0)] * len(batch) + [(0, n_blocks * _PREFIX_BLOCK - n)])
     blocks = blocks.reshape(*batch, n_blocks, _PREFIX_BLOCK)
-    within = jnp.matmul(blocks, jnp.triu(jnp.ones((_PREFIX_BLOCK, _PREFIX_BLOCK), x.dtype)),
-                        precision=jax.lax.Precision.HIGHEST)
-    before = jnp.matmul(within[..., -1], jnp.triu(jnp.ones((n_blocks, n_blocks), x.dtype), 1),
-                        precision=jax.lax.Precision.HIGHEST)
-    sums = (within + before[..., None]).reshape(*batch, n_blocks * _PREFIX_BLOCK)[..., :n]
+    running = jnp.triu(jnp.ones((_PREFIX_BLOCK, _PREFIX_BLOCK), x.dtype))
+    if n_blocks > 1:
+        totals = blocks[..., 0]  # added in order, as the product adds its last sum
+        for k in range(1, _PREFIX_BLOCK):
+            totals = totals + blocks[..., k]
+        before = jnp.matmul(totals, jnp.triu(jnp.ones((n_blocks, n_blocks), x.dtype), 1),
+                            precision=jax.lax.Precision.HIGHEST)
+        blocks = jnp.concatenate([blocks, before[..., None]], axis=-1)
+        running = jnp.concatenate([running, jnp.ones((1, _PREFIX_BLOCK), x.dtype)])
+    sums = jnp.matmul(blocks, running, precision=jax.lax.Precision.HIGHEST)
+    sums = sums.reshape(*batch, n_blocks * _PREFIX_BLOCK)[..., :n]
     return jnp.moveaxis(sums, -1, axis)
 
 
