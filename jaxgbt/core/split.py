@@ -371,8 +371,10 @@ def first_argmax(x: jax.Array) -> jax.Array:
 
 # Histograms of fewer (feature, node, bin) cells than this search both missing
 # directions without the branch below: their search is cheap, and the branch compiles
-# the search twice (tiny fits are mostly compilation).
-ONE_DIRECTION_MIN_CELLS = 2**17
+# the search twice. At 28 features x 32 nodes x 256 bins the one direction saved 0.09 ms
+# of a level's search, and the branch cost 0.4 s of the first fit's compilation
+# (docs/benchmarks.md, "The split search's prefix sums").
+ONE_DIRECTION_MIN_CELLS = 2**18
 
 
 def _searched(hist: jax.Array, search: Callable[[int], Best]) -> Best:
