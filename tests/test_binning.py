@@ -163,10 +163,13 @@ def test_few_valued_data_train_the_same_model_on_narrower_histograms(grow_policy
     monkeypatch.setattr(dataset, "bins_needed", lambda thresholds, n_bins: n_bins)
     full = jaxgbt.fit("squared_error", X, y, **fit)
     # The same trees and leaves; the gains equal to float rounding: up to 8 bins the
-    # search's prefix sums are additions, past 8 products of blocks of 16.
+    # search's prefix sums are additions, past 8 products of blocks of 16, whose kernel
+    # may add in another order. A gain is a difference of scores (the children's less the
+    # parent's), so its rounding is that of the largest score, not of the gain.
     for name in ("feature", "threshold", "default_left", "leaf_value"):
         assert_array_equal(np.asarray(getattr(narrow, name)), np.asarray(getattr(full, name)))
-    np.testing.assert_allclose(narrow.split_gain, full.split_gain, rtol=1e-6)
+    np.testing.assert_allclose(narrow.split_gain, full.split_gain, rtol=1e-6,
+                               atol=1e-6 * float(np.abs(full.split_gain).max()))
 
 
 def test_subnormal_values_route_alike_on_host_and_device():

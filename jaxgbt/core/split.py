@@ -114,16 +114,15 @@ def prefix_sums(x: jax.Array, axis: int) -> jax.Array:
     the blocks before.
 
     The same sums as ``jnp.cumsum``, which XLA:CPU runs as a slower reduce-window over
-    the whole axis (docs/benchmarks.md). Products at full float32 precision, so that
-    accelerators do not round them to TF32.
+    the whole axis (docs/benchmarks.md).
 
     The totals of the blocks before enter the product as a 17th entry of each block,
     with weight 1 for every running sum, so that the product yields the finished sums.
     Added after the product, they were fused into each consumer of the sums, whose
     loops then read a broadcast that changes every 16 entries and vectorised poorly:
     a level's search at 60 and more features took twice as long (docs/benchmarks.md,
-    "The split search's prefix sums"). On CPU the product adds its terms in order, so
-    the sums are the same floats either way.
+    "The split search's prefix sums"). Both forms give the same sums up to float
+    reassociation: how a product orders its additions is up to the processor's kernel.
     """
     n = x.shape[axis]
     if n <= _ADDED_PREFIX_MAX:
@@ -135,16 +134,37 @@ def prefix_sums(x: jax.Array, axis: int) -> jax.Array:
     blocks = blocks.reshape(*batch, n_blocks, _PREFIX_BLOCK)
     running = jnp.triu(jnp.ones((_PREFIX_BLOCK, _PREFIX_BLOCK), x.dtype))
     if n_blocks > 1:
-        totals = blocks[..., 0]  # added in order, as the product adds its last sum
+        totals = blocks[..., 0]
         for k in range(1, _PREFIX_BLOCK):
             totals = totals + blocks[..., k]
-        before = jnp.matmul(totals, jnp.triu(jnp.ones((n_blocks, n_blocks), x.dtype), 1),
-                            precision=jax.lax.Precision.HIGHEST)
+        before = _product(totals, jnp.triu(jnp.ones((n_blocks, n_blocks), x.dtype), 1))
         blocks = jnp.concatenate([blocks, before[..., None]], axis=-1)
         running = jnp.concatenate([running, jnp.ones((1, _PREFIX_BLOCK), x.dtype)])
-    sums = jnp.matmul(blocks, running, precision=jax.lax.Precision.HIGHEST)
-    sums = sums.reshape(*batch, n_blocks * _PREFIX_BLOCK)[..., :n]
+    sums = _product(blocks, running).reshape(*batch, n_blocks * _PREFIX_BLOCK)[..., :n]
     return jnp.moveaxis(sums, -1, axis)
+
+
+# Rows each product of ``prefix_sums`` is given at least. A matrix product's kernel need
+# not add its terms in order, and on CPU the order can depend on the number of rows: on
+# an Intel Xeon with AVX512-FP16, [R, 17] x [17, 16] gave other floats for R <= 50 than
+# for the same rows within a longer product (docs/benchmarks.md, "The split search's
+# prefix sums"). Histograms of few features or nodes (a narrower group of features, the
+# first levels, one node's bins) make short products, and their sums must be those of
+# the same bins in a longer one: the search over narrower groups keeps the model of the
+# full width. So short products get rows of zeros up to this count, dropped after.
+_MIN_PRODUCT_ROWS = 256
+
+
+def _product(a: jax.Array, w: jax.Array) -> jax.Array:
+    """f32[..., N]: ``a`` f32[..., K] times ``w`` f32[K, N] at full float32 precision
+    (accelerators would round to TF32 otherwise), as one product of at least
+    ``_MIN_PRODUCT_ROWS`` rows."""
+    rows = a.reshape(-1, a.shape[-1])
+    n_rows = rows.shape[0]
+    if n_rows < _MIN_PRODUCT_ROWS:
+        rows = jnp.pad(rows, [(0, _MIN_PRODUCT_ROWS - n_rows), (0, 0)])
+    product = jnp.matmul(rows, w, precision=jax.lax.Precision.HIGHEST)[:n_rows]
+    return product.reshape(*a.shape[:-1], w.shape[-1])
 
 
 # Up to this many bins, prefix sums are running additions: the block products pad the
