@@ -147,11 +147,12 @@ def prefix_sums(x: jax.Array, axis: int) -> jax.Array:
 # Rows each product of ``prefix_sums`` is given at least. A matrix product's kernel need
 # not add its terms in order, and on CPU the order can depend on the number of rows: on
 # an Intel Xeon with AVX512-FP16, [R, 17] x [17, 16] gave other floats for R <= 50 than
-# for the same rows within a longer product (docs/benchmarks.md, "The split search's
-# prefix sums"). Histograms of few features or nodes (a narrower group of features, the
-# first levels, one node's bins) make short products, and their sums must be those of
-# the same bins in a longer one: the search over narrower groups keeps the model of the
-# full width. So short products get rows of zeros up to this count, dropped after.
+# for the same rows within a longer product (docs/benchmarks.md, "The order of a
+# product's additions"). Histograms of few features or nodes (a narrower group of
+# features, the first levels, one node's bins) make short products, and their sums must
+# be those of the same bins in a longer one: the search over narrower groups keeps the
+# model of the full width. So short products get rows of zeros up to this count,
+# dropped after.
 _MIN_PRODUCT_ROWS = 256
 
 
