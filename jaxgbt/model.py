@@ -23,6 +23,9 @@ from jaxgbt.io import model_format
 from jaxgbt.io import onnx as onnx_graph
 from jaxgbt.objectives import Objective, by_name
 
+# The attribute that holds a model's copy padded for prediction (``Booster._bucketed``).
+_BUCKETED = "_bucketed_for_prediction"
+
 
 @jax.tree_util.register_dataclass
 @dataclasses.dataclass(frozen=True)
@@ -82,6 +85,7 @@ class Booster:
         jitted links (``jax.nn.sigmoid``) and closures (``quantile@0.9``), which pickle
         cannot find by reference. A user's objective is pickled as it is."""
         state = dict(self.__dict__)
+        state.pop(_BUCKETED, None)
         if by_name(self.objective.name) == self.objective:
             state["objective"] = self.objective.name
         return state
@@ -210,16 +214,12 @@ class Booster:
                 padded[:n_rows] = X
                 X = padded
             X = to_device(X, np.float32)
-        if n_trees is not None:
-            model = self.first_trees(n_trees)
-        elif self.best_round is not None:
-            # Masked rather than sliced, so that a traced best_round (vmapped models) works.
-            kept = jnp.arange(self.n_trees) <= self.best_round[..., None]
-            model = dataclasses.replace(
-                self, leaf_value=jnp.where(kept[..., None, None], self.leaf_value, 0.0))
+        if not is_traced(X) and not any(is_traced(a) for a in jax.tree.leaves(self)):
+            out = _compiled_margins(self._bucketed(), X, margin,
+                                    np.int32(self._trees_used(n_trees)), encoded=encoded)
         else:
-            model = self
-        out = _compiled_margins(_for_prediction(model), X, margin, encoded=encoded)
+            out = _compiled_margins(_for_prediction(self._traced_trees_used(n_trees)), X,
+                                    margin, encoded=encoded)
         if linked and self.objective.link is not None:
             # Outside the compiled margins, as it always was: fused into them, the link
             # rounded some predictions differently (by 6e-8).
@@ -229,6 +229,42 @@ class Booster:
         if is_traced(out):  # the model is traced (jax.vmap over models)
             return out[:n_rows]
         return jax.device_put(np.asarray(out)[:n_rows])  # sliced on the host: no compile
+
+    def _bucketed(self) -> "Booster":
+        """The model as prediction reads it, its trees padded to a bucket on the device
+        (``_padded_to_bucket``); made once per model (a Booster is immutable) and kept
+        out of pickles."""
+        bucketed = self.__dict__.get(_BUCKETED)
+        if bucketed is None:
+            bucketed = jax.device_put(_padded_to_bucket(_for_prediction(self)))
+            object.__setattr__(self, _BUCKETED, bucketed)
+        return bucketed
+
+    def _check_n_trees(self, n_trees) -> None:
+        if isinstance(n_trees, bool) or not isinstance(n_trees, (int, np.integer)):
+            raise TypeError(f"n_trees must be an integer number of trees; got {n_trees!r}.")
+        if not 0 <= n_trees <= self.n_trees:
+            raise ValueError(f"n_trees={n_trees} is outside [0, {self.n_trees}], the trees "
+                             "this model has.")
+
+    def _trees_used(self, n_trees: int | None) -> int:
+        """How many of the first trees a prediction sums: ``n_trees``, else those up to
+        the best round, else all."""
+        if n_trees is not None:
+            self._check_n_trees(n_trees)
+            return int(n_trees)
+        return self.n_trees if self.best_round is None else int(self.best_round) + 1
+
+    def _traced_trees_used(self, n_trees: int | None) -> "Booster":
+        """The model cut to the trees a prediction sums, inside a trace (where a
+        traced ``best_round`` masks the later trees' leaves instead)."""
+        if n_trees is not None:
+            return self.first_trees(n_trees)
+        if self.best_round is None:
+            return self
+        kept = jnp.arange(self.n_trees) <= self.best_round[..., None]
+        return dataclasses.replace(
+            self, leaf_value=jnp.where(kept[..., None, None], self.leaf_value, 0.0))
 
     def _start_margin(self, base_margin, n_rows: int, padded_rows: int):
         """``base_margin`` checked (``predict``'s argument), as f32[padded_rows, K]
@@ -243,11 +279,7 @@ class Booster:
 
     def first_trees(self, n_trees: int) -> "Booster":
         """The model made of the first n_trees trees."""
-        if isinstance(n_trees, bool) or not isinstance(n_trees, (int, np.integer)):
-            raise TypeError(f"n_trees must be an integer number of trees; got {n_trees!r}.")
-        if not 0 <= n_trees <= self.n_trees:
-            raise ValueError(f"n_trees={n_trees} is outside [0, {self.n_trees}], the trees "
-                             "this model has.")
+        self._check_n_trees(n_trees)
         cut = {name: getattr(self, name)[..., :n_trees, :]
                for name in ("feature", "threshold", "default_left", "split_gain")}
         history = (None if self.history is None
@@ -487,8 +519,10 @@ def _block_leaves(model: "Booster", x_t: jax.Array, feature, threshold, default_
                                  _goes_right)
 
 
-def _predict_block(model: "Booster", steps, x: jax.Array) -> jax.Array:
-    """f32[B, K]: the sum of every tree's leaf value for a block of rows x f32[B, F]."""
+def _predict_block(model: "Booster", steps, n_used: jax.Array | None, x: jax.Array
+                   ) -> jax.Array:
+    """f32[B, K]: the sum of every tree's leaf value for a block of rows x f32[B, F]; with
+    ``n_used``, only the steps that hold the first ``n_used`` trees are run."""
     x_t = x.T
 
     def step(total, trees):
@@ -497,9 +531,15 @@ def _predict_block(model: "Booster", steps, x: jax.Array) -> jax.Array:
         values = leaf_value[jnp.arange(_TREES_PER_STEP)[:, None], leaves]  # [S, B, K]
         return total + jnp.sum(values, axis=0), None
 
-    total, _ = jax.lax.scan(step, jnp.zeros((x.shape[0], model.n_outputs), jnp.float32),
-                            steps)
-    return total
+    zeros = jnp.zeros((x.shape[0], model.n_outputs), jnp.float32)
+    if n_used is None:
+        total, _ = jax.lax.scan(step, zeros, steps)
+        return total
+    # The same steps in the same order as the scan (so the same floats), as a loop whose
+    # trip count is traced: a bucket's padding trees are never visited.
+    n_steps = (n_used + _TREES_PER_STEP - 1) // _TREES_PER_STEP
+    return jax.lax.fori_loop(0, n_steps, lambda i, total: step(
+        total, tuple(a[i] for a in steps))[0], zeros)
 
 
 def _block_leaf_index(model: "Booster", steps, x: jax.Array) -> jax.Array:
@@ -539,11 +579,16 @@ def _by_blocks(block_fn, X: jax.Array, width: int, dtype) -> jax.Array:
     return out
 
 
-def _predict_raw(model: Booster, X: jax.Array) -> jax.Array:
-    """f32[N, K]: base score plus the sum of every tree's leaf value."""
+def _predict_raw(model: Booster, X: jax.Array, n_used: jax.Array | None = None) -> jax.Array:
+    """f32[N, K]: base score plus the sum of every tree's leaf value, or of the first
+    ``n_used`` (i32[], traced) trees' when given."""
+    if n_used is not None:  # the later trees' leaves add exact zeros in the last step
+        used = jnp.arange(model.n_trees) < n_used
+        model = dataclasses.replace(
+            model, leaf_value=jnp.where(used[:, None, None], model.leaf_value, 0.0))
     steps = _tree_steps(model)
-    total = _by_blocks(functools.partial(_predict_block, model, steps), X, model.n_outputs,
-                       jnp.float32)
+    total = _by_blocks(functools.partial(_predict_block, model, steps, n_used), X,
+                       model.n_outputs, jnp.float32)
     return model.base_score.astype(jnp.float32)[None] + total
 
 
@@ -613,19 +658,45 @@ _compiled_predict_raw = jax.jit(_predict_raw)
 
 
 @functools.partial(jax.jit, static_argnames="encoded")
-def _compiled_margins(model: Booster, X: jax.Array, start_margin: jax.Array | None = None, *,
-                      encoded: bool) -> jax.Array:
+def _compiled_margins(model: Booster, X: jax.Array, start_margin: jax.Array | None = None,
+                      n_used: jax.Array | None = None, *, encoded: bool) -> jax.Array:
     """f32[N] (f32[N, K] for vector outputs): the margins of X f32[N, F] (categorical
     columns as raw codes unless ``encoded``), as one program; with ``start_margin``
-    f32[N, K], that margin replaces ``base_score``."""
+    f32[N, K], that margin replaces ``base_score``; with ``n_used`` i32[], only the
+    first ``n_used`` trees count (``_padded_to_bucket``)."""
     if not encoded and model.encoder is not None:
         X = model.encoder.encode(X)
     if start_margin is not None:
         model = dataclasses.replace(model, base_score=jnp.zeros_like(model.base_score))
-    raw = _predict_raw(model, X)
+    raw = _predict_raw(model, X, n_used)
     if start_margin is not None:
         raw = raw + start_margin
     return raw if model.vector_output else raw[:, 0]
+
+
+def bucket_trees(n_trees: int) -> int:
+    """The tree slots a model is padded to for prediction: a power of two of whole
+    steps of ``_TREES_PER_STEP`` trees."""
+    n_steps = max(1, -(-n_trees // _TREES_PER_STEP))
+    return _TREES_PER_STEP << (n_steps - 1).bit_length()
+
+
+def _padded_to_bucket(model: Booster) -> Booster:
+    """A concrete model's trees padded on the host to ``bucket_trees`` slots (zero
+    leaves): models of 65 to 128 trees, and every ``n_trees`` they are predicted with,
+    share one compiled program, whose loop stops after the trees in use."""
+    n_slots = bucket_trees(model.n_trees)
+
+    def padded(a, value):
+        a = np.asarray(a)
+        out = np.full((n_slots, *a.shape[1:]), value, a.dtype)
+        out[:a.shape[0]] = a
+        return out
+
+    return dataclasses.replace(
+        model, feature=padded(model.feature, 0), threshold=padded(model.threshold, 0.0),
+        default_left=padded(model.default_left, True),
+        split_gain=padded(model.split_gain, 0.0), leaf_value=padded(model.leaf_value, 0.0))
 
 
 # Prediction batches are padded to these row counts: powers of two from 16 up to 2**17,

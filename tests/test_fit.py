@@ -238,3 +238,30 @@ def test_prediction_batches_share_a_few_compiled_programs(regression_data):
     finally:
         stop()
     assert compiled == []
+
+
+def test_tree_counts_in_a_bucket_share_one_prediction_program(regression_data):
+    # Models and n_trees of 9 to 16 trees are padded to 16 tree slots; the padding
+    # trees are never visited, and the sums are those of the model cut to its trees.
+    from jaxgbt.model import _predict_raw, bucket_trees
+
+    assert [bucket_trees(n) for n in (0, 1, 8, 9, 16, 17, 33, 300)] == [
+        8, 8, 8, 16, 16, 32, 64, 512]
+    X, y = regression_data
+    model = jaxgbt.fit("squared_error", X, y, **{**SMALL, "n_trees": 16})
+    cut_then_summed = jax.jit(_predict_raw)
+    model.predict(X[:16], n_trees=9)
+    compiled, stop = count_compilations()
+    try:
+        predictions = {n: np.asarray(model.predict(X[:16], n_trees=n)) for n in range(9, 17)}
+        shorter = jaxgbt.fit("squared_error", X, y, **{**SMALL, "n_trees": 11})
+        from_shorter = np.asarray(shorter.predict(X[:16]))
+    finally:
+        stop()
+    assert [name for name in compiled if "margins" in name] == []
+    rows = jnp.asarray(X[:16])  # a whole row bucket: predict pads nothing
+    for n, got in predictions.items():
+        want = np.asarray(cut_then_summed(model.first_trees(n), rows))[:, 0]
+        np.testing.assert_array_equal(got, want, err_msg=f"n_trees={n}")
+    np.testing.assert_array_equal(from_shorter,
+                                  np.asarray(cut_then_summed(shorter, rows))[:, 0])
