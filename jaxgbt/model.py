@@ -218,7 +218,7 @@ class Booster:
             out = _compiled_margins(self._bucketed(), X, margin,
                                     np.int32(self._trees_used(n_trees)), encoded=encoded)
         else:
-            out = _compiled_margins(_for_prediction(self._traced_trees_used(n_trees)), X,
+            out = _compiled_margins(_for_prediction(self._cut_inside_trace(n_trees)), X,
                                     margin, encoded=encoded)
         if linked and self.objective.link is not None:
             # Outside the compiled margins, as it always was: fused into them, the link
@@ -255,7 +255,7 @@ class Booster:
             return int(n_trees)
         return self.n_trees if self.best_round is None else int(self.best_round) + 1
 
-    def _traced_trees_used(self, n_trees: int | None) -> "Booster":
+    def _cut_inside_trace(self, n_trees: int | None) -> "Booster":
         """The model cut to the trees a prediction sums, inside a trace (where a
         traced ``best_round`` masks the later trees' leaves instead)."""
         if n_trees is not None:
@@ -496,6 +496,12 @@ _BLOCK_ROWS = 16384
 _PARALLEL_BLOCKS = 2
 
 
+# The values a padding tree holds in each array: a pass-through split with leaves of 0,
+# so it adds nothing to any margin.
+_PADDING_TREE = dict(feature=0, threshold=0.0, default_left=True, split_gain=0.0,
+                     leaf_value=0.0)
+
+
 def _tree_steps(model: "Booster") -> tuple[jax.Array, ...]:
     """The split and leaf arrays padded to whole steps: [n_steps, S, ...] each."""
     n_steps = -(-model.n_trees // _TREES_PER_STEP)
@@ -506,9 +512,8 @@ def _tree_steps(model: "Booster") -> tuple[jax.Array, ...]:
         return jnp.pad(a, widths, constant_values=value).reshape(
             (n_steps, _TREES_PER_STEP) + a.shape[1:])
 
-    # Padding trees have leaf value 0, so they add nothing.
-    return (padded(model.feature, 0), padded(model.threshold, 0.0),
-            padded(model.default_left, True), padded(model.leaf_value, 0.0))
+    return tuple(padded(getattr(model, name), _PADDING_TREE[name])
+                 for name in ("feature", "threshold", "default_left", "leaf_value"))
 
 
 def _block_leaves(model: "Booster", x_t: jax.Array, feature, threshold, default_left
@@ -687,16 +692,13 @@ def _padded_to_bucket(model: Booster) -> Booster:
     share one compiled program, whose loop stops after the trees in use."""
     n_slots = bucket_trees(model.n_trees)
 
-    def padded(a, value):
-        a = np.asarray(a)
-        out = np.full((n_slots, *a.shape[1:]), value, a.dtype)
+    def padded(name):
+        a = np.asarray(getattr(model, name))
+        out = np.full((n_slots, *a.shape[1:]), _PADDING_TREE[name], a.dtype)
         out[:a.shape[0]] = a
         return out
 
-    return dataclasses.replace(
-        model, feature=padded(model.feature, 0), threshold=padded(model.threshold, 0.0),
-        default_left=padded(model.default_left, True),
-        split_gain=padded(model.split_gain, 0.0), leaf_value=padded(model.leaf_value, 0.0))
+    return dataclasses.replace(model, **{name: padded(name) for name in _PADDING_TREE})
 
 
 # Prediction batches are padded to these row counts: powers of two from 16 up to 2**17,
