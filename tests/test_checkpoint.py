@@ -112,10 +112,21 @@ _DATA = textwrap.dedent("""
     y = (X[:, 0] * X[:, 1] + np.sin(X[:, 2]) + rng.normal(size=2000) * 0.1).astype(np.float32)
 """)
 _TRAINER = _DATA + textwrap.dedent("""
+    import pathlib
     import sys
+    import time
     import jaxgbt
+
+    def pause_in_the_third_chunk(state):
+        # Chunks 1 and 2 are saved; chunk 3's save waits on this callback, which
+        # tells the test it is here and sleeps until the process is killed.
+        if state.rounds_done == 40:
+            pathlib.Path(sys.argv[3]).touch()
+            time.sleep(600)
+
     jaxgbt.fit("squared_error", X, y, n_trees=int(sys.argv[2]), depth=4, n_bins=32,
-               checkpoint_path=sys.argv[1], checkpoint_every=16)
+               checkpoint_path=sys.argv[1], checkpoint_every=16,
+               callbacks=[pause_in_the_third_chunk])
 """)
 
 
@@ -125,20 +136,19 @@ def test_killed_training_process_resumes_to_the_same_model(tmp_path):
     resumed from the last checkpoint equals an uninterrupted fit bit for bit."""
     script = tmp_path / "train.py"
     script.write_text(_TRAINER)
-    path = tmp_path / "run.ckpt"
-    # Enough rounds that the process is killed long before it ends: a fit that checkpoints
-    # takes about 0.15 s per chunk of 16 rounds here (25 chunks), and the kill comes two
-    # or three chunks after the first checkpoint. The resumed fit pays for the rest.
-    n_trees = 400
+    path, paused = tmp_path / "run.ckpt", tmp_path / "paused"
+    # The kill comes while the process is held inside its third chunk (a callback that
+    # sleeps), after two saved checkpoints: no race with the speed of training.
+    n_trees = 96
     env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]))
-    process = subprocess.Popen([sys.executable, str(script), str(path), str(n_trees)], env=env)
+    process = subprocess.Popen([sys.executable, str(script), str(path), str(n_trees),
+                                str(paused)], env=env)
     try:
         deadline = time.monotonic() + 120
-        while not path.exists():
-            assert process.poll() is None, "the training process ended before checkpointing"
-            assert time.monotonic() < deadline, "no checkpoint within 120 s"
+        while not paused.exists():
+            assert process.poll() is None, "the training process ended before its pause"
+            assert time.monotonic() < deadline, "no pause within 120 s"
             time.sleep(0.01)
-        time.sleep(0.3)  # let it get a few more chunks in
         process.send_signal(signal.SIGKILL)
     finally:
         process.wait()
@@ -146,7 +156,7 @@ def test_killed_training_process_resumes_to_the_same_model(tmp_path):
 
     with zipfile.ZipFile(path) as archive:
         rounds_done = json.loads(archive.read("header.json"))["rounds_done"]
-    assert 16 <= rounds_done < n_trees and rounds_done % 16 == 0
+    assert rounds_done == 32
 
     data = {}
     exec(_DATA, data)  # the same data, in this process

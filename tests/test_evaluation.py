@@ -26,6 +26,24 @@ def test_history_equals_metrics_of_staged_predictions(split, tmp_path):
     np.testing.assert_array_equal(model.predict(X_val), model.predict(X_val, n_trees=20))
 
 
+def test_a_shorter_fit_with_an_eval_set_compiles_nothing_new(split):
+    # 40 rounds score chunks of 16, 16 and 8 trees; 24 rounds then need only programs
+    # compiled for those. The new trees of each chunk are cut from the trees so far on
+    # the host: eager device slices compiled one program per (length, start) pair.
+    from conftest import count_compilations
+
+    X, y, X_val, y_val = split
+    options = dict(eval_set=[(X_val, y_val)], **dict(SMALL, n_trees=40))
+    jaxgbt.fit("squared_error", X, y, **options)
+    compiled, stop = count_compilations()
+    try:
+        model = jaxgbt.fit("squared_error", X, y, **{**options, "n_trees": 24})
+    finally:
+        stop()
+    assert compiled == []
+    assert len(model.history["valid_0:rmse"]) == 24
+
+
 def test_early_stopping_stops_at_the_right_round_and_predicts_with_the_best():
     # Validation labels are the opposite of the training labels: the first rounds help
     # nothing, so the best round is 0 and training stops early_stopping_rounds later,

@@ -19,6 +19,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxgbt.core.layout import layout
+from jaxgbt.core.tracing import is_traced
 from jaxgbt.core.tree import BinnedTree
 from jaxgbt.evaluation import metrics as metrics_module
 from jaxgbt.evaluation.progress import progress_display
@@ -273,7 +274,10 @@ class Evaluator:
         here (all of them for early stopping, fewer when a callback stopped at an
         earlier round of the chunk), else None."""
         first_new = self.rounds_evaluated
-        new = jax.tree.map(lambda a: a[first_new:], progress.trees)
+        # On the host when concrete: an eager device slice compiles a program for every
+        # (length, start) pair, one per chunk and tree array.
+        new = jax.tree.map(lambda a: a[first_new:] if is_traced(a) else np.asarray(a)[first_new:],
+                           progress.trees)
         for i, eval_set in enumerate(self.eval_sets):
             self.raw[i], values = evaluate_rounds(new, eval_set._replace(name=None), self.raw[i],
                                                   **self.options)
@@ -339,21 +343,33 @@ class Evaluator:
     def history(self) -> dict[str, jax.Array] | None:
         """{"<set>:<metric>": f32[rounds]} as device arrays (traced under vmap), cut
         back to the round where a callback stopped training."""
+        if self.traced:
+            return self._scores_by_metric(jnp)
+        host = self._scores_by_metric(np)
+        return None if host is None else {key: jax.device_put(values)
+                                          for key, values in host.items()}
+
+    def _host_history(self) -> dict[str, np.ndarray]:
+        """The history of every round evaluated, f64 on the host."""
+        return {key: values.astype(np.float64)
+                for key, values in (self._scores_by_metric(np) or {}).items()}
+
+    def _scores_by_metric(self, xp) -> dict | None:
+        """The history, joined with ``xp`` (numpy on the host when the scores are
+        concrete: eager device concatenates and slices compile a program for every
+        number of rounds)."""
         if not self.eval_sets:
             return None
         out = {}
         for eval_set, chunks in zip(self.eval_sets, self.scores, strict=True):
-            values = jnp.concatenate(chunks) if chunks else jnp.zeros((0, len(self.metrics)))
+            values = (xp.concatenate([xp.asarray(c) for c in chunks]) if chunks
+                      else xp.zeros((0, len(self.metrics)), xp.float32))
             if self.rounds_kept is not None:
                 values = values[:self.rounds_kept]
             for j, metric in enumerate(self.metrics):
-                out[f"{eval_set.name}:{metric_name(metric)}"] = values[:, j]
+                out[f"{eval_set.name}:{metric_name(metric)}"] = (
+                    values[:, j] if xp is jnp else np.ascontiguousarray(values[:, j]))
         return out
-
-    def _host_history(self) -> dict[str, np.ndarray]:
-        """The history of every round evaluated, f64 on the host."""
-        return {key: np.asarray(values, np.float64)
-                for key, values in (self.history() or {}).items()}
 
     def state(self, history: dict[str, np.ndarray] | None = None,
               rounds_done: int | None = None) -> EvalState:
