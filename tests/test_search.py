@@ -102,6 +102,34 @@ def test_data_without_missing_values_search_one_direction_to_the_same_tree(monke
     assert np.all(np.asarray(one_direction[0].default_left))
 
 
+@pytest.mark.parametrize("grow", [grow_tree, grow_depthwise_tree], ids=["oblivious", "depthwise"])
+def test_small_searches_at_one_node_count_find_the_same_tree(monkeypatch, grow):
+    # 8 features x 16 bins x 8 nodes is far under SMALL_SEARCH_CELLS: every level
+    # searches 8 nodes (one branch to compile) where three sizes were compiled. The tree
+    # must be the same, bit for bit, with score noise and a constraint.
+    import jaxgbt.core.tree as tree_module
+    from jaxgbt.core.split import ScoreNoise
+
+    depth = 4
+    assert tree_module.search_sizes(depth) == [2, 2, 4, 8]
+    assert tree_module.search_sizes(depth, 8 * N_BINS) == [8] * depth
+    assert tree_module.search_sizes(depth, 10**6) == [2, 2, 4, 8]
+    params = PARAMS._replace(noise=ScoreNoise(jax.random.PRNGKey(5), jnp.float32(0.3)))
+    monotone = jnp.asarray([0, 1, -1, 0, 0, 0, 1, 0], jnp.int32)
+
+    def grown():
+        return jax.jit(lambda b, g: grow(b, g, params, depth, N_BINS, monotone=monotone)
+                       )(*_problem(8))
+
+    one_size = grown()
+    monkeypatch.setattr(tree_module, "SMALL_SEARCH_CELLS", 0)
+    three_sizes = grown()
+    for got, expected in zip(jax.tree.leaves(one_size), jax.tree.leaves(three_sizes),
+                             strict=True):
+        assert_array_equal(np.asarray(got), np.asarray(expected))
+    assert np.sum(np.asarray(one_size[0].gain) > 0) >= 3
+
+
 @pytest.mark.parametrize("random_strength", [0.0, 1.0])
 @pytest.mark.parametrize("grow_policy", ["oblivious", "depthwise"])
 def test_few_valued_features_searched_narrower_give_the_same_model(monkeypatch, grow_policy,

@@ -87,16 +87,36 @@ def _split_groups(groups):
             tuple(g.columns for g in groups))
 
 
+def _search_cells(widths, n_features: int) -> int:
+    """The (feature, bin) cells a level searches per node, over every group
+    (``_split_groups``; features None: all ``n_features``)."""
+    return sum(n_bins * (n_features if features is None else features.size)
+               for n_bins, features, _ in widths)
+
+
 def _groups(widths, columns):
     return [FeatureGroup(c, n, f, z) for (n, f, z), c in zip(widths, columns, strict=True)]
 
 
-def search_sizes(depth: int) -> list[int]:
+# (feature, bin) cells per node times the deepest level's nodes, up to which every level
+# searches as many nodes as the deepest. Each search size is a branch compiled on its
+# own, about 0.2 s each; one size for 1,000 rows x 8 features (65,536 cells at depth 6)
+# compiled 0.45 s faster and grew each tree 0.7 ms slower (docs/benchmarks.md,
+# "Compile"), so small searches take one.
+SMALL_SEARCH_CELLS = 2**16
+
+
+def search_sizes(depth: int, cells: int | None = None) -> list[int]:
     """Nodes each level's histogram and split search hold: the level's 2**d nodes,
     rounded up to a quarter of the deepest level's, so that they are compiled for at
     most three sizes (each size is one branch of a ``lax.switch``, compiled
-    separately); the shallow levels, which would hold fewer, are cheap either way."""
+    separately); the shallow levels, which would hold fewer, are cheap either way.
+
+    With ``cells`` (the levels' (feature, bin) cells) and ``cells`` times the deepest
+    level's nodes at most ``SMALL_SEARCH_CELLS``, one size: the deepest level's."""
     n_nodes = 2 ** (depth - 1)
+    if cells is not None and cells * n_nodes <= SMALL_SEARCH_CELLS:
+        return [n_nodes] * depth
     return [max(2**d, n_nodes // 4) for d in range(depth)]
 
 
@@ -146,14 +166,15 @@ def grow_tree(bins: jax.Array, gh: jax.Array, params: SplitParams, depth: int, n
     The levels run in a ``lax.scan``. Level d has 2**d nodes in use: its histogram and
     search hold only those, rounded up to one of three sizes (``search_sizes``: a
     ``lax.switch``, each branch compiled for its size), which halves their cost summed
-    over a tree.
+    over a tree; small searches hold the deepest level's nodes at every level, one
+    branch to compile.
     """
-    n_rows = bins.shape[1]
+    n_features, n_rows = bins.shape
     n_outputs = gh.shape[1] // 2
 
-    sizes = search_sizes(depth)
     widths, columns = _split_groups(feature_groups(
         bins, n_bins, bin_groups, sparse_group, entries and with_gradients(entries, gh)))
+    sizes = search_sizes(depth, _search_cells(widths, n_features))
     searches = [functools.partial(_search_level_of, size, n_bins, axis_name, widths)
                 for size in sorted(set(sizes))]
     branch = jnp.asarray([sorted(set(sizes)).index(size) for size in sizes], jnp.int32)
@@ -172,7 +193,6 @@ def grow_tree(bins: jax.Array, gh: jax.Array, params: SplitParams, depth: int, n
         used = used.at[split.feature].set(used[split.feature] | (split.gain > 0))
         return (2 * node + right.astype(jnp.int32), used), split
 
-    n_features = bins.shape[0]
     if level_allowed is None:
         level_allowed = jnp.ones((depth, n_features), bool)
     (leaf, _), splits = jax.lax.scan(
@@ -241,9 +261,9 @@ def grow_depthwise_tree(bins: jax.Array, gh: jax.Array, params: SplitParams, dep
     n_rows, n_features = bins.shape[1], bins.shape[0]
     n_outputs = gh.shape[1] // 2
     n_nodes = 2 ** (depth - 1)
-    sizes = search_sizes(depth)
     widths, columns = _split_groups(feature_groups(
         bins, n_bins, bin_groups, sparse_group, entries and with_gradients(entries, gh)))
+    sizes = search_sizes(depth, _search_cells(widths, n_features))
     searches = [functools.partial(_search_node_splits_of, size, n_nodes, n_bins, axis_name,
                                   widths)
                 for size in sorted(set(sizes))]
