@@ -34,7 +34,7 @@ from jaxgbt.data.distributed import (
     gathered_labels,
     merged_thresholds,
 )
-from jaxgbt.engine.compile import compile_ahead, compiled_derivatives, start_check
+from jaxgbt.engine.compile import compile_ahead, derivatives_at, start_check
 from jaxgbt.engine.loop import train
 from jaxgbt.engine.resources import check_fit_memory, release_free_heap
 from jaxgbt.engine.sharding import row_devices
@@ -653,7 +653,7 @@ def _base_score(objective: Objective, base_score, data: TrainData, config: Boost
         _check_start_losses(objective, losses, np.asarray(start), config.grouped)
         moved_g = None
         if not np.any(g):  # a perfect start (constant labels), or a loss flat in f?
-            moved_g = np.asarray(compiled_derivatives(config, params, data, raw + 1.0).g)
+            moved_g = np.asarray(derivatives_at(config, params, data, raw + 1.0).g)
         weight = None if check.is_traced(data.weight) else np.asarray(data.weight)
         _warn_degenerate(objective, moved_g, h, weight)
     return start

@@ -88,6 +88,21 @@ def test_no_recompilation_when_data_values_hyperparameters_or_n_trees_change():
     assert list(chunk_compile._CHUNK_PROGRAMS.values()) == programs
 
 
+def test_fits_differing_in_tree_settings_share_the_start_checks():
+    # The start's gradient and loss checks read only the loss and the labels: a new
+    # depth, bin count, growth policy or constraint must not compile them again.
+    X, y = make_regression(seed=7)
+    jaxgbt.fit("squared_error", X, y, **SMALL)
+    compiled, stop = count_compilations()
+    try:
+        jaxgbt.fit("squared_error", X, y, n_trees=3, depth=2, n_bins=8, grow_policy="depthwise",
+                   monotone_constraints=[1, 0, 0, 0])
+    finally:
+        stop()
+    assert not [name for name in compiled if "start_check" in name or "derivatives" in name]
+    assert any("chunk" in name for name in compiled)  # the tree's own program is new
+
+
 @pytest.mark.parametrize("path", ["plain", "ordered", "init_model", "resume"])
 def test_the_training_program_is_compiled_before_binning_and_then_used(path, monkeypatch,
                                                                         tmp_path):

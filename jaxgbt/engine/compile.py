@@ -33,10 +33,33 @@ from jaxgbt.core.tracing import is_traced
 from jaxgbt.engine.chunk import train_chunk
 from jaxgbt.engine.padding import pad_rows, padded_data, padded_row_count
 from jaxgbt.engine.sharding import sharded_chunk
+from jaxgbt.objectives.derivatives import Derivatives
 
 # Compiled once per configuration: ``fit`` checks the gradients at the starting margin
 # with it (eagerly, a group loss's derivatives would be traced anew on every fit).
-compiled_derivatives = jax.jit(round_derivatives, static_argnames="config")
+_compiled_derivatives = jax.jit(round_derivatives, static_argnames="config")
+
+
+def _for_derivatives(config: BoostConfig, params: BoostParams, data: TrainData):
+    """(config, params, data) with only what ``round_derivatives`` and ``round_losses``
+    read: the loss and its settings, the Hessian floor, labels, weights and groups. The
+    tree's settings (depth, bins, growth, sampling, constraints, a learning-rate
+    schedule) are left at fixed values, so that fits differing only in them share the
+    start's programs: a run of the test suite compiled the start check 163 times (34 s)
+    this way, 305 times (54 s) with one program per configuration (docs/benchmarks.md,
+    "Compile")."""
+    config = BoostConfig(loss=config.loss, depth=1, n_bins=2, n_outputs=config.n_outputs,
+                         vector_output=config.vector_output, curvature=config.curvature,
+                         fisher=config.fisher, grouped=config.grouped)
+    params = params._replace(monotone=None, interaction_sets=None, random_strength=None)
+    return config, params, data._replace(bins=None, order=None, entries=None)
+
+
+def derivatives_at(config: BoostConfig, params: BoostParams, data: TrainData,
+                   raw) -> Derivatives:
+    """The derivatives (``round_derivatives``) at margins ``raw`` f32[N, K], compiled
+    once per loss setting and data shape, not per tree setting."""
+    return _compiled_derivatives(*_for_derivatives(config, params, data), raw)
 
 
 @functools.partial(jax.jit, static_argnames="config")
@@ -57,6 +80,7 @@ def start_check(config: BoostConfig, params: BoostParams, data: TrainData,
     program as they share the chunk; the padding rows are cut from the results."""
     n_rows = data.weight.shape[0]
     n_padded = padded_row_count(config, data, raw, None)
+    config, params, data = _for_derivatives(config, params, data)
     derivatives, losses = compiled_start_check(config, params, padded_data(data, n_padded),
                                                pad_rows(raw, n_padded))
     g, h, losses = np.asarray(derivatives.g), np.asarray(derivatives.h), np.asarray(losses)
