@@ -87,9 +87,13 @@ def _split_groups(groups):
             tuple(g.columns for g in groups))
 
 
-def _search_cells(widths, n_features: int) -> int:
+def _search_cells(widths, n_features: int, axis_name) -> int | None:
     """The (feature, bin) cells a level searches per node, over every group
-    (``_split_groups``; features None: all ``n_features``)."""
+    (``_split_groups``; features None: all ``n_features``); None when rows are split
+    over devices, where every level's histogram is summed across them and one sized to
+    its nodes sends fewer bytes (three sizes kept)."""
+    if axis_name is not None:
+        return None
     return sum(n_bins * (n_features if features is None else features.size)
                for n_bins, features, _ in widths)
 
@@ -174,7 +178,7 @@ def grow_tree(bins: jax.Array, gh: jax.Array, params: SplitParams, depth: int, n
 
     widths, columns = _split_groups(feature_groups(
         bins, n_bins, bin_groups, sparse_group, entries and with_gradients(entries, gh)))
-    sizes = search_sizes(depth, _search_cells(widths, n_features))
+    sizes = search_sizes(depth, _search_cells(widths, n_features, axis_name))
     searches = [functools.partial(_search_level_of, size, n_bins, axis_name, widths)
                 for size in sorted(set(sizes))]
     branch = jnp.asarray([sorted(set(sizes)).index(size) for size in sizes], jnp.int32)
@@ -263,7 +267,7 @@ def grow_depthwise_tree(bins: jax.Array, gh: jax.Array, params: SplitParams, dep
     n_nodes = 2 ** (depth - 1)
     widths, columns = _split_groups(feature_groups(
         bins, n_bins, bin_groups, sparse_group, entries and with_gradients(entries, gh)))
-    sizes = search_sizes(depth, _search_cells(widths, n_features))
+    sizes = search_sizes(depth, _search_cells(widths, n_features, axis_name))
     searches = [functools.partial(_search_node_splits_of, size, n_nodes, n_bins, axis_name,
                                   widths)
                 for size in sorted(set(sizes))]
