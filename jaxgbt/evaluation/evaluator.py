@@ -343,7 +343,7 @@ class Evaluator:
     def history(self) -> dict[str, jax.Array] | None:
         """{"<set>:<metric>": f32[rounds]} as device arrays (traced under vmap), cut
         back to the round where a callback stopped training."""
-        if self.traced:
+        if self.traced or any(is_traced(c) for chunks in self.scores for c in chunks):
             return self._scores_by_metric(jnp)
         host = self._scores_by_metric(np)
         return None if host is None else {key: jax.device_put(values)
