@@ -89,6 +89,29 @@ def test_early_stopping_under_vmap_stops_each_member_where_its_own_fit_stops():
                                             **settings), "valid_0:logloss")
 
 
+def test_a_sweep_with_an_eval_set_compiles_no_program_per_chunk():
+    # Under vmap the chunks are joined once, at the end, and the evaluator scores each
+    # chunk's own trees: joined after every chunk, each growing length compiled its own
+    # eager concatenates and slices (about a dozen a chunk).
+    from conftest import count_compilations
+
+    X, y = make_binary(seed=7)
+    X_val, y_val = make_binary(seed=8, n_rows=128)
+    settings = dict(SMALL, n_trees=80, eval_set=[(X_val, y_val)])  # 5 chunks
+    compiled, stop = count_compilations()
+    try:
+        models = jaxgbt.fit_many("logistic", X, y, params={"learning_rate": [0.1, 0.3]},
+                                 **settings)
+    finally:
+        stop()
+    assert models.history["valid_0:logloss"].shape == (2, 80)
+    eager = [name for name in compiled if name in ("jit(dynamic_slice)", "jit(concatenate)")]
+    assert len(eager) <= 8, eager  # the final join of each array and of the scores
+    single = jaxgbt.fit("logistic", X, y, learning_rate=0.3, **settings)
+    np.testing.assert_allclose(models[1].history["valid_0:logloss"],
+                               single.history["valid_0:logloss"], rtol=1e-5)
+
+
 def test_stacked_model_indexing(regression_data):
     X, y = regression_data
     X = _coarse(X)

@@ -47,11 +47,28 @@ class Progress(NamedTuple):
     def rounds_done(self) -> int:
         return self.bad_rows.shape[0]
 
+    @property
+    def first_round(self) -> int:
+        """The round of the first tree held: every round's tree is."""
+        return 0
+
+
+class ChunkDone(NamedTuple):
+    """What ``on_chunk`` gets under a trace: the last chunk's trees alone (stacked on a
+    leading axis), from round ``first_round``."""
+
+    trees: BinnedTree
+    first_round: int
+
+    @property
+    def rounds_done(self) -> int:
+        return self.first_round + self.trees.feature.shape[0]
+
 
 def train(config: BoostConfig, params: BoostParams, data: TrainData, base_score: jax.Array,
           n_trees: int, mesh: Mesh | None = None, resume: Progress | None = None,
           start_raw: jax.Array | None = None, round_offset: int = 0,
-          on_chunk: Callable[[Progress], int | None] | None = None) -> Progress:
+          on_chunk: Callable[[Progress | ChunkDone], int | None] | None = None) -> Progress:
     """Boosts until ``n_trees`` rounds are done.
 
     Args:
@@ -68,8 +85,9 @@ def train(config: BoostConfig, params: BoostParams, data: TrainData, base_score:
         to keep to stop training there (the rounds done: stop after this chunk; fewer:
         the progress is cut back to that round, its margins recomputed exactly). It
         forces a wait for the device only if it reads the arrays. Inside a trace it
-        may return a traced i32[] instead: the round from which this model's rounds
-        are skipped (they add empty trees, so the progress keeps ``n_trees`` rounds).
+        gets the chunk's own trees (``ChunkDone``), and it returns None or a traced
+        i32[]: the round from which this model's rounds are skipped (they add empty
+        trees, so the progress keeps ``n_trees`` rounds).
 
     Returns:
       The progress after ``n_trees`` rounds (or where ``on_chunk`` stopped): trees,
@@ -97,6 +115,15 @@ def train(config: BoostConfig, params: BoostParams, data: TrainData, base_score:
         if kept < config.rounds_per_chunk:
             trees, bad_rows = _first_rounds((trees, bad_rows), kept)
         parts.append((trees, bad_rows))
+        if on_chunk is not None and is_traced(bad_rows):
+            # Under a trace only the evaluator runs between chunks (no callbacks or
+            # checkpoints), and it reads the new trees alone: the chunks are joined once,
+            # at the end. Joined after every chunk, each growing length compiled its own
+            # eager concatenates and slices (docs/benchmarks.md, "Compile").
+            kept = on_chunk(ChunkDone(trees, first_round))
+            if kept is not None:
+                n_trees_array = jnp.minimum(n_trees_array, kept + round_offset)
+            continue
         if on_chunk is not None:
             done = _joined(parts, raw, n_rows)
             parts = [(done.trees, done.bad_rows)]

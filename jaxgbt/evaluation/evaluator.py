@@ -272,12 +272,14 @@ class Evaluator:
     def after_chunk(self, progress) -> int | None:
         """Scores the chunk's new rounds; returns the rounds to keep if training stops
         here (all of them for early stopping, fewer when a callback stopped at an
-        earlier round of the chunk), else None."""
+        earlier round of the chunk), else None. ``progress`` holds every tree so far
+        (``engine.loop.Progress``), or under a trace the chunk's alone (``ChunkDone``)."""
         first_new = self.rounds_evaluated
+        held = first_new - progress.first_round  # trees before the new ones it holds
         # On the host when concrete: an eager device slice compiles a program for every
         # (length, start) pair, one per chunk and tree array.
-        new = jax.tree.map(lambda a: a[first_new:] if is_traced(a) else np.asarray(a)[first_new:],
-                           progress.trees)
+        new = jax.tree.map(lambda a: a if held == 0 else
+                           a[held:] if is_traced(a) else np.asarray(a)[held:], progress.trees)
         for i, eval_set in enumerate(self.eval_sets):
             self.raw[i], values = evaluate_rounds(new, eval_set._replace(name=None), self.raw[i],
                                                   **self.options)
