@@ -49,7 +49,7 @@ class Progress(NamedTuple):
 
     @property
     def first_round(self) -> int:
-        """The round of the first tree held: every round's tree is."""
+        """0: a Progress holds the tree of every round done (``ChunkDone`` does not)."""
         return 0
 
 
