@@ -1,10 +1,26 @@
 """Shared fixtures. Two CPU devices so that the row-sharded path runs in every test run."""
 
+import importlib.util
 import os
+import shutil
+import tempfile
 
-# Tests compile in memory only: a shared on-disk cache would tie one run to another
-# (tests/test_compile_cache.py checks the cache in processes of its own).
+# jaxgbt's own cache directory stays off: one run would load what another compiled
+# (tests/test_compile_cache.py checks it in processes of its own). Instead each test run
+# has a fresh directory of its own, made by its first process (under pytest-xdist, the
+# one that starts the workers), named to the workers and to the processes tests start by
+# the environment, and removed when that process ends (``pytest_unconfigure``): a program
+# that one worker compiled, or compiled before its module's programs were dropped (below),
+# is read back instead of compiled again. In JAX's cache, entries are written and read
+# under a file lock only when a size cap is set, hence the cap (and filelock in the test
+# extras): two workers may compile one program at the same time.
 os.environ.setdefault("JAXGBT_COMPILATION_CACHE", "0")
+RUN_CACHE_OWNER = ("JAX_COMPILATION_CACHE_DIR" not in os.environ
+                   and importlib.util.find_spec("filelock") is not None)
+if RUN_CACHE_OWNER:
+    os.environ["JAX_COMPILATION_CACHE_DIR"] = tempfile.mkdtemp(prefix="jaxgbt-test-run-xla-")
+    os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0.1")
+    os.environ.setdefault("JAX_COMPILATION_CACHE_MAX_SIZE", str(16 << 30))
 # The anchors (LightGBM, XGBoost, scikit-learn) wait for work by spinning their OpenMP
 # threads, which takes the cores from the other test worker's compilations; sleeping
 # waits change no result. Read when OpenMP starts, so set before any anchor is imported.
@@ -53,6 +69,11 @@ def _compiled_programs_within_the_map_limit():
 
         chunk_compile._CHUNK_PROGRAMS.clear()
         jax.clear_caches()
+
+
+def pytest_unconfigure(config):
+    if RUN_CACHE_OWNER:
+        shutil.rmtree(os.environ["JAX_COMPILATION_CACHE_DIR"], ignore_errors=True)
 
 
 # The row-sharded path needs two devices of one platform: two CPU devices here, but a
