@@ -54,9 +54,9 @@ from jaxgbt.objectives.derivatives import newton_constant
 
 def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int = 6,
         grow_policy: str = "oblivious", learning_rate=0.1, n_bins: int = 256, l2=1.0, l1=0.0,
-        min_split_gain=0.0, min_child_weight=1.0, random_strength=1.0, base_score=None,
-        sample_weight=None, seed: int = 0, base_margin=None, eval_base_margin=None,
-        boosting: str = "plain",
+        min_split_gain=0.0, min_child_weight=1.0, random_strength=1.0,
+        leaf_newton_steps: int = 1, base_score=None, sample_weight=None, seed: int = 0,
+        base_margin=None, eval_base_margin=None, boosting: str = "plain",
         n_outputs: int | None = None, link: Link | None = None, hessian: str | None = None,
         hessian_floor=0.0, group=None, subsample=1.0, sampling: str = "bernoulli",
         bagging_temperature=1.0, goss_top_rate=0.2, goss_other_rate=0.1, colsample_bytree=1.0,
@@ -106,6 +106,12 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
         the spread of the round's gradients, decaying as the rounds times their
         learning rates pass log N (``jaxgbt.core.split.ScoreNoise``). Drawn from
         ``seed``; sweepable. See docs/training.md.
+      leaf_newton_steps: Newton steps per leaf value (CatBoost's
+        ``leaf_estimation_iterations``; >= 1). After the first, each takes the
+        derivatives again at the margins the leaf values so far lead to, so a leaf
+        moves to its regularised minimum where the curvature changes along the step
+        (logistic, softmax, Poisson); squared error is there after one. Not for losses
+        whose leaves are quantiles (``"absolute_error"``, ``"quantile@a"``).
       base_score: starting margin; default: the constant minimising the loss.
         Not with ``base_margin``.
       sample_weight: array of shape (N,), non-negative.
@@ -217,6 +223,7 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
     spec.check_run(n_trees, depth, n_bins, learning_rate, verbose)
     spec.check_mode(grow_policy, "grow_policy", GrowPolicy)
     spec.check_mode(boosting, "boosting", Boosting)
+    leaf_newton_steps = spec.check_leaf_newton_steps(leaf_newton_steps, objective)
     data = _training_rows(X, y, sample_weight=sample_weight, group=group,
                           categorical_features=categorical_features, objective=objective,
                           kind=kind, feature_names=feature_names, n_outputs=n_outputs,
@@ -262,7 +269,7 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
         bin_groups=None if distributed else bin_groups(
             thresholds, data.n_rows, () if sparse is None else sparse.features),
         sparse_group=sparse,
-        noisy_scores=spec.score_noise(random_strength))
+        noisy_scores=spec.score_noise(random_strength), leaf_newton_steps=leaf_newton_steps)
     check_fit_memory(data.n_rows, data.n_columns, config.n_bins, depth, n_outputs,
                      [jax.devices()[0]] if mesh is None else list(mesh.local_devices),
                      ordered=config.ordered, gathered_rows=config.sample_capacity)

@@ -39,7 +39,8 @@ from jaxgbt.objectives import Objective
 # query ids, a model to continue) are arguments of ``fit`` instead, as in LightGBM.
 _FIT_SETTINGS = (
     "n_trees", "depth", "grow_policy", "learning_rate", "n_bins", "l2", "l1",
-    "min_split_gain", "min_child_weight", "random_strength", "base_score", "seed",
+    "min_split_gain", "min_child_weight", "random_strength", "leaf_newton_steps",
+    "base_score", "seed",
     "boosting", "link",
     "hessian", "hessian_floor", "subsample", "sampling", "bagging_temperature",
     "goss_top_rate",
@@ -65,7 +66,7 @@ class _JaxGBTModel(BaseEstimator):
     def __init__(self, *, loss=None, n_trees: int = 200, depth: int = 6,
                  grow_policy: str = "oblivious", learning_rate=0.1, n_bins: int = 256,
                  l2=1.0, l1=0.0, min_split_gain=0.0, min_child_weight=1.0,
-                 random_strength=1.0, base_score=None,
+                 random_strength=1.0, leaf_newton_steps: int = 1, base_score=None,
                  seed: int = 0, boosting: str = "plain", link=None, hessian=None,
                  hessian_floor=0.0, subsample=1.0, sampling: str = "bernoulli",
                  bagging_temperature=1.0,
@@ -85,6 +86,7 @@ class _JaxGBTModel(BaseEstimator):
         self.min_split_gain = min_split_gain
         self.min_child_weight = min_child_weight
         self.random_strength = random_strength
+        self.leaf_newton_steps = leaf_newton_steps
         self.base_score = base_score
         self.seed = seed
         self.boosting = boosting

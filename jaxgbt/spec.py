@@ -132,6 +132,16 @@ def outputs(objective: Objective, y, n_outputs, kind: LossKind) -> tuple[int, bo
     return (1, False) if n_outputs is None else (n_outputs, True)
 
 
+def check_leaf_newton_steps(leaf_newton_steps, objective: Objective) -> int:
+    """An int >= 1, and 1 for losses whose leaves are quantiles of the residuals."""
+    leaf_newton_steps = check.check_int(leaf_newton_steps, "leaf_newton_steps", 1)
+    if leaf_newton_steps > 1 and objective.leaf_quantile is not None:
+        raise ValueError(f"leaf_newton_steps={leaf_newton_steps}: loss {objective.name!r} "
+                         "sets its leaves to quantiles of the residuals, not by Newton "
+                         "steps; leave leaf_newton_steps at 1 for it.")
+    return leaf_newton_steps
+
+
 def check_run(n_trees, depth, n_bins, learning_rate, verbose) -> None:
     """The sizes of a fit, its verbosity, and a learning-rate schedule's values over the
     rounds (a schedule is traced with the round inside the compiled chunk, so a negative
@@ -352,8 +362,8 @@ def build_config(objective: Objective, *, depth: int, n_bins: int, n_outputs: in
                  vector_output: bool, learning_rate, row_mesh, chosen_curvature: str,
                  kind: LossKind, row_sampling: str, column_sampling: bool, subsample,
                  n_rows: int, grow_policy: GrowPolicy, is_ordered: bool,
-                 bin_groups=None, sparse_group=None, noisy_scores: bool = False
-                 ) -> BoostConfig:
+                 bin_groups=None, sparse_group=None, noisy_scores: bool = False,
+                 leaf_newton_steps: int = 1) -> BoostConfig:
     """The static ``BoostConfig`` of a fit whose settings were checked above."""
     # Sampled rounds grow their trees on the drawn rows alone when their number has a
     # bound known now (``core.sampling``); on one device, outside ordered boosting.
@@ -368,4 +378,4 @@ def build_config(objective: Objective, *, depth: int, n_bins: int, n_outputs: in
                        row_sampling=row_sampling, sample_capacity=capacity,
                        column_sampling=column_sampling, grow_policy=grow_policy,
                        ordered=is_ordered, bin_groups=bin_groups, sparse_group=sparse_group,
-                       score_noise=noisy_scores)
+                       score_noise=noisy_scores, leaf_newton_steps=leaf_newton_steps)

@@ -78,6 +78,9 @@ class BoostConfig:
         (``SparseGroup``), or None.
       score_noise: candidates are ranked by noisy scores (CatBoost's ``random_strength``,
         the traced ``BoostParams.random_strength``; ``split.ScoreNoise``).
+      leaf_newton_steps: Newton steps per leaf value (CatBoost's
+        ``leaf_estimation_iterations``): after the first, each takes the derivatives
+        again at the margins the leaf values so far lead to (``leaves.newton_from``).
     """
 
     loss: Loss
@@ -100,6 +103,7 @@ class BoostConfig:
     bin_groups: tuple[tuple[int, tuple[int, ...]], ...] | None = None
     sparse_group: SparseGroup | None = None
     score_noise: bool = False
+    leaf_newton_steps: int = 1
 
 
 def round_learning_rate(config: BoostConfig, learning_rate: jax.Array,

@@ -4,6 +4,10 @@ Once a tree's structure is grown, its leaves can be set by a better model of the
 
 - ``newton_full``: the Newton step with the full K x K Hessian summed over the leaf, for
   vector outputs whose outputs interact (softmax).
+- ``newton_from``: a further Newton step from leaf values already set, on derivatives
+  taken at the margins those values lead to (CatBoost's ``leaf_estimation_iterations``):
+  where the curvature changes along the step (logistic, softmax, Poisson), a few steps
+  reach the leaf's regularised minimum, which one step only approaches.
 - ``quantile_leaves``: the weighted alpha-quantile of the residuals y - f in each leaf,
   which minimises absolute error (alpha = 0.5) or the pinball loss exactly; the Newton
   step cannot, as their Hessian is 0 (this is the leaf refresh of LightGBM's L1 and
@@ -14,7 +18,7 @@ import jax
 import jax.numpy as jnp
 
 from jaxgbt.core.order import from_unsigned_order_key, unsigned_order_key
-from jaxgbt.core.split import MIN_DENOMINATOR, SplitParams, soft_threshold
+from jaxgbt.core.split import MIN_DENOMINATOR, SplitParams, leaf_weight, soft_threshold
 
 # Relative gap between two float32 sums of the same weights added in other orders.
 _SUM_ORDER_TOLERANCE = 1e-6
@@ -35,6 +39,30 @@ def newton_full(G: jax.Array, H: jax.Array, params: SplitParams) -> jax.Array:
     eye = jnp.eye(n_outputs, dtype=H.dtype)[None]
     system = H + (params.l2 + MIN_DENOMINATOR) * eye
     return -jnp.linalg.solve(system, soft_threshold(G, params.l1)[..., None])[..., 0]
+
+
+def newton_from(value: jax.Array, G: jax.Array, H: jax.Array, params: SplitParams
+                ) -> jax.Array:
+    """The leaf values after one Newton step from ``value``, on the gradient and
+    Hessian sums taken at margins moved by ``value``.
+
+    The step minimises the loss's second-order model around ``value`` plus the
+    regularisers of the leaf value w (l1 |w| + l2 w^2 / 2): with Hv the Hessian times
+    ``value``, w = -(H + l2)^-1 T_l1(G - Hv), which at value = 0 is the ordinary Newton
+    leaf (``split.leaf_weight`` or ``newton_full``).
+
+    Args:
+      value: f32[L, K], the leaf values the derivatives were taken after.
+      G: f32[L, K] gradient sums.
+      H: f32[L, K] diagonal Hessian sums, or f32[L, K, K] full ones.
+
+    Returns:
+      f32[L, K].
+    """
+    if H.ndim == 2:
+        return leaf_weight(G - H * value, H, params)
+    Hv = jnp.einsum("lij,lj->li", H, value, precision=jax.lax.Precision.HIGHEST)
+    return newton_full(G - Hv, H, params)
 
 
 def quantile_leaves(residual: jax.Array, weight: jax.Array, leaf: jax.Array, n_leaves: int,

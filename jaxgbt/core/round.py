@@ -15,7 +15,7 @@ import jax.numpy as jnp
 from jaxgbt.core.config import BoostConfig, round_learning_rate
 from jaxgbt.core.histogram import SparseEntries
 from jaxgbt.core.layout import layout
-from jaxgbt.core.leaves import newton_full, quantile_leaves
+from jaxgbt.core.leaves import newton_from, newton_full, quantile_leaves
 from jaxgbt.core.ordered import OrderedMargins, prefix_leaf_values
 from jaxgbt.core.sampling import (
     SamplingParams,
@@ -250,19 +250,55 @@ def _newton_leaves(config: BoostConfig, params: BoostParams, at_model: Derivativ
       weight: f32[N, 1], the round's row weights.
       leaf: i32[N], each row's leaf.
     """
-    n_leaves = 2**config.depth
-    n_rows, n_outputs = at_model.g.shape
+    G, H = _leaf_sums(config, at_model, weight, leaf)
     if at_model.h_full is None:
-        curvature = at_model.h * weight
+        return leaf_weight(G, H, params.split)
+    return newton_full(G, H, params.split)
+
+
+def _leaf_sums(config: BoostConfig, at: Derivatives, weight: jax.Array, leaf: jax.Array
+               ) -> tuple[jax.Array, jax.Array]:
+    """Each leaf's weighted gradient sum f32[L, K] and Hessian sum: f32[L, K], or
+    f32[L, K, K] where the loss gives the full Hessian; summed over devices.
+
+    Args:
+      weight: f32[N, 1], the round's row weights.
+      leaf: i32[N], each row's leaf.
+    """
+    n_leaves = 2**config.depth
+    n_rows, n_outputs = at.g.shape
+    if at.h_full is None:
+        curvature = at.h * weight
     else:
-        curvature = (at_model.h_full * weight[:, :, None]).reshape(n_rows, -1)
-    G = jax.ops.segment_sum(at_model.g * weight, leaf, num_segments=n_leaves)
+        curvature = (at.h_full * weight[:, :, None]).reshape(n_rows, -1)
+    G = jax.ops.segment_sum(at.g * weight, leaf, num_segments=n_leaves)
     H = jax.ops.segment_sum(curvature, leaf, num_segments=n_leaves)
     if config.axis_name is not None:
         G, H = jax.lax.psum((G, H), config.axis_name)
-    if at_model.h_full is None:
-        return leaf_weight(G, H, params.split)
-    return newton_full(G, H.reshape(n_leaves, n_outputs, n_outputs), params.split)
+    if at.h_full is not None:
+        H = H.reshape(n_leaves, n_outputs, n_outputs)
+    return G, H
+
+
+def _further_newton_steps(config: BoostConfig, params: BoostParams, data: TrainData,
+                          model_raw: jax.Array, weight: jax.Array, leaf: jax.Array,
+                          value: jax.Array) -> jax.Array:
+    """f32[L, K]: the leaf values ``value`` after ``config.leaf_newton_steps - 1`` more
+    Newton steps (``leaves.newton_from``), each on the derivatives at the model's margins
+    ``model_raw`` f32[N, K] moved by the leaf values so far (learning rate not applied:
+    the steps seek the leaf's own minimum, which the learning rate then scales, as in
+    CatBoost).
+
+    Args:
+      weight: f32[N, 1], the round's row weights.
+      leaf: i32[N], each row's leaf.
+    """
+    def step(_, value):
+        at = round_derivatives(config, params, data, model_raw + value[leaf])
+        G, H = _leaf_sums(config, at, weight, leaf)
+        return newton_from(value, G, H, params.split)
+
+    return jax.lax.fori_loop(0, config.leaf_newton_steps - 1, step, value)
 
 
 def boost_round(config: BoostConfig, params: BoostParams, data: TrainData, margins: Margins,
@@ -308,6 +344,10 @@ def boost_round(config: BoostConfig, params: BoostParams, data: TrainData, margi
         residual = data.y - boosting.model_margins(margins)[:, 0]
         tree = tree._replace(leaf_value=quantile_leaves(
             residual, weight[:, 0], leaf, 2**config.depth, config.leaf_quantile)[:, None])
+    if config.leaf_newton_steps > 1:  # spec refuses it with quantile leaves
+        tree = tree._replace(leaf_value=_further_newton_steps(
+            config, params, data, boosting.model_margins(margins), weight, leaf,
+            tree.leaf_value))
     # Again, after any refresh of the leaves above.
     tree = layout(config.grow_policy).constrain_leaves(tree, leaf_bounds, params.monotone)
     tree = tree._replace(leaf_value=learning_rate * tree.leaf_value)
