@@ -1,5 +1,6 @@
 """Shared fixtures. Two CPU devices so that the row-sharded path runs in every test run."""
 
+import atexit
 import importlib.util
 import os
 import shutil
@@ -9,7 +10,7 @@ import tempfile
 # (tests/test_compile_cache.py checks it in processes of its own). Instead each test run
 # has a fresh directory of its own, made by its first process (under pytest-xdist, the
 # one that starts the workers), named to the workers and to the processes tests start by
-# the environment, and removed when that process ends (``pytest_unconfigure``): a program
+# the environment, and removed when that process exits (``atexit``): a program
 # that one worker compiled, or compiled before its module's programs were dropped (below),
 # is read back instead of compiled again. In JAX's cache, entries are written and read
 # under a file lock only when a size cap is set, hence the cap (and filelock in the test
@@ -19,6 +20,7 @@ RUN_CACHE_OWNER = ("JAX_COMPILATION_CACHE_DIR" not in os.environ
                    and importlib.util.find_spec("filelock") is not None)
 if RUN_CACHE_OWNER:
     os.environ["JAX_COMPILATION_CACHE_DIR"] = tempfile.mkdtemp(prefix="jaxgbt-test-run-xla-")
+    atexit.register(shutil.rmtree, os.environ["JAX_COMPILATION_CACHE_DIR"], ignore_errors=True)
     os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0.1")
     os.environ.setdefault("JAX_COMPILATION_CACHE_MAX_SIZE", str(16 << 30))
 # The anchors (LightGBM, XGBoost, scikit-learn) wait for work by spinning their OpenMP
@@ -69,11 +71,6 @@ def _compiled_programs_within_the_map_limit():
 
         chunk_compile._CHUNK_PROGRAMS.clear()
         jax.clear_caches()
-
-
-def pytest_unconfigure(config):
-    if RUN_CACHE_OWNER:
-        shutil.rmtree(os.environ["JAX_COMPILATION_CACHE_DIR"], ignore_errors=True)
 
 
 # The row-sharded path needs two devices of one platform: two CPU devices here, but a
