@@ -8,8 +8,10 @@ it fits once, then again on the same data, and reports the first fit's extra sec
 their seconds (JAX's compile-duration events), and the warm fit's seconds. With
 ``persistent_cache = true`` it repeats the measurement with JAX's persistent compilation
 cache in a temporary folder, filled by one process beforehand: what every process after
-the first on a machine pays. Prints a markdown table (docs/benchmarks.md) and writes
-results.json.
+the first on a machine pays. With ``calls``, it also times the first call of each named
+entry point in a fresh process (``fit_many``, ``cv``, ``fit_auto``, indexing the stacked
+models of a ``fit_many``, a model's ``expected_value``), with the compilations inside
+it. Prints markdown tables (docs/benchmarks.md) and writes results.json.
 """
 
 import json
@@ -55,6 +57,45 @@ def one(rows: int, features: int, n_trees: int, depth: int, grow_policy: str) ->
                 n_compiles=len(first_compiles), compile_s=sum(first_compiles))
 
 
+CALL_COLUMNS = [("first call", "call", ""), ("s", "call_s", ".2f"),
+                ("XLA compilations", "n_compiles", "d"), ("compile s", "compile_s", ".2f")]
+
+
+def one_call(rows: int, features: int, n_trees: int, call: str) -> dict:
+    """Times the first call of ``call`` in this process (call it in a fresh one); what it
+    needs first (a fit for ``expected_value``, a sweep for ``members``) is not timed."""
+    import jax
+    import numpy as np
+    from jax._src import monitoring
+
+    import jaxgbt
+
+    compiles = []
+    monitoring.register_event_duration_secs_listener(
+        lambda name, seconds, **_: compiles.append(seconds)
+        if name == "/jax/core/compile/backend_compile_duration" else None)
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(rows, features)).astype(np.float32)
+    y = (X[:, 0] + rng.normal(size=rows) > 0).astype(np.float32)
+    rates = {"learning_rate": [0.03, 0.1, 0.3]}
+    before = {"members": lambda: jaxgbt.fit_many("logistic", X, y, params=rates,
+                                                 n_trees=n_trees),
+              "expected_value": lambda: jaxgbt.fit("logistic", X, y, n_trees=n_trees)}
+    made = before.get(call, lambda: None)()
+    timed = {"fit_many": lambda: jaxgbt.fit_many("logistic", X, y, params=rates,
+                                                 n_trees=n_trees),
+             "cv": lambda: jaxgbt.cv("logistic", X, y, n_folds=5, n_trees=n_trees).models,
+             "fit_auto": lambda: jaxgbt.fit_auto("logistic", X, y, max_trees=n_trees,
+                                                 n_folds=3),
+             "members": lambda: [made[i] for i in range(3)],
+             "expected_value": lambda: made.expected_value}[call]
+    compiles.clear()
+    start = time.perf_counter()
+    jax.block_until_ready(timed())
+    return dict(call_s=time.perf_counter() - start, n_compiles=len(compiles),
+                compile_s=sum(compiles))
+
+
 def fresh_process(arguments: list, cache_dir: str | None) -> dict:
     env = dict(os.environ, JAXGBT_COMPILATION_CACHE="0")  # no cache unless asked below
     if cache_dir is not None:
@@ -82,12 +123,24 @@ def main(cfg: dict) -> list[dict]:
                                  grow_policy=policy, depth=depth, repeat=repeat, cache=cached)
                         results.append(r)
                         print_table([r], COLUMNS, header=False)
-    write_json(output_dir(cfg) / "results.json", dict(config=cfg, results=results))
+    calls = []
+    if cfg.get("calls"):
+        print()
+        print_table([], CALL_COLUMNS)
+    for call in cfg.get("calls", []):
+        for repeat in range(cfg["repeats"]):
+            r = dict(fresh_process([cfg["rows"], cfg["features"], cfg["call_trees"], call],
+                                   None), call=call, repeat=repeat)
+            calls.append(r)
+            print_table([r], CALL_COLUMNS, header=False)
+    write_json(output_dir(cfg) / "results.json", dict(config=cfg, results=results, calls=calls))
     return results
 
 
 if __name__ == "__main__":
     if sys.argv[1:2] == ["--one"]:  # a measuring process started by fresh_process
-        print(json.dumps(one(*json.loads(sys.argv[2]))))
+        arguments = json.loads(sys.argv[2])
+        measure = one_call if len(arguments) == 4 else one
+        print(json.dumps(measure(*arguments)))
     else:
         main(load_config("bench_compile", doc=__doc__))

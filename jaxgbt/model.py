@@ -307,6 +307,8 @@ class Booster:
         # An integer past the end raises (JAX would clamp it), which also ends iteration.
         if isinstance(index, (int, np.integer)) and not -n_members <= index < n_members:
             raise IndexError(f"member {index} is out of range: the model stacks {n_members}.")
+        if isinstance(index, (int, np.integer)):
+            return _compiled_member(self, jnp.asarray(index % n_members, jnp.int32))
         return jax.tree.map(lambda a: a[index], self)
 
     def feature_importance(self, kind: str = "gain", n_trees: int | None = None
@@ -406,10 +408,7 @@ class Booster:
         score plus every tree's cover-weighted mean leaf value (the trees ``predict``
         uses)."""
         model = self._explained(None, "expected_value")
-        paths = shap.tree_paths(model.feature, model.cover, model.leaf_value,
-                                jnp.asarray(self._raw_columns(), jnp.int32), model.layout,
-                                model.depth)
-        value = shap.expected_value(paths, model.base_score)
+        value = _compiled_expected_value(_for_explaining(model), self._raw_columns())
         return value if self.vector_output else value[0]
 
     def _explained(self, n_trees: int | None, what: str, needs_cover: bool = True
@@ -630,6 +629,15 @@ def _compiled_shap(model: Booster, X: jax.Array, raw_columns: tuple[int, ...],
                           model.layout, model.depth, model.n_features, interactions)
 
 
+@functools.partial(jax.jit, static_argnames="raw_columns")
+def _compiled_expected_value(model: Booster, raw_columns: tuple[int, ...]) -> jax.Array:
+    """f32[K]: ``shap.expected_value`` of the model's trees, as one program: eagerly, its
+    two dozen small operations compiled one program each."""
+    paths = shap.tree_paths(model.feature, model.cover, model.leaf_value,
+                            jnp.asarray(raw_columns, jnp.int32), model.layout, model.depth)
+    return shap.expected_value(paths, model.base_score)
+
+
 @functools.partial(jax.jit, static_argnames=("raw_columns", "interactions"))
 def _compiled_interventional(model: Booster, X: jax.Array, background: jax.Array,
                              raw_columns: tuple[int, ...], interactions: bool) -> jax.Array:
@@ -660,6 +668,14 @@ def _compiled_interventional(model: Booster, X: jax.Array, background: jax.Array
 # Compiled once per model shape and X shape: eagerly, each prediction would dispatch the
 # scan and gathers op by op.
 _compiled_predict_raw = jax.jit(_predict_raw)
+
+
+@jax.jit
+def _compiled_member(models: Booster, index: jax.Array) -> Booster:
+    """Member ``index`` (i32[], in range) of stacked models, as one program for every
+    index: eagerly, each array's slice and squeeze compiled programs of their own."""
+    return jax.tree.map(lambda a: jax.lax.dynamic_index_in_dim(a, index, keepdims=False),
+                        models)
 
 
 @functools.partial(jax.jit, static_argnames="encoded")

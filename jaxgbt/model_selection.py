@@ -2,6 +2,7 @@
 the fold assignment it uses (``fold_ids``: plain, stratified or by query), and
 ``fit_auto``, a fit whose learning rate and number of trees are cross-validated."""
 
+import functools
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
@@ -141,7 +142,7 @@ def cv(loss: "str | Objective | Callable", X, y, *, n_folds: int = 5,
     models = vmapped_fit(objective, X, y, rows, n_configs * n_folds, fit_kwargs, batch_size)
 
     shape = (n_folds,) if params is None else (n_configs, n_folds)
-    models = jax.tree.map(lambda a: a.reshape(shape + a.shape[1:]), models)
+    models = _reshaped(models, shape)
     history = {key: np.asarray(values) for key, values in models.history.items()}
     mean = {key: values.mean(axis=-2) for key, values in history.items()}
     std = {key: values.std(axis=-2) for key, values in history.items()}
@@ -181,6 +182,13 @@ class AutoFit(NamedTuple):
     cv: CVResult
     depth: int = 6
     cv_by_depth: dict[int, CVResult] | None = None
+
+
+@functools.partial(jax.jit, static_argnums=1)
+def _reshaped(models: Booster, shape: tuple[int, ...]) -> Booster:
+    """The stacked models with their leading member axis as ``shape``, as one program
+    (eagerly, each array's reshape compiled one of its own)."""
+    return jax.tree.map(lambda a: a.reshape(shape + a.shape[1:]), models)
 
 
 def fit_auto(loss: "str | Objective | Callable", X, y, *, max_trees: int = 1000,

@@ -1,10 +1,10 @@
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from conftest import SMALL
+from conftest import SMALL, count_compilations
 
 import jaxgbt
-from jaxgbt.core.constraints import enforce_monotone
+from jaxgbt.core.constraints import enforce_monotone, interaction_sets
 
 
 def _violations(model, X, feature, direction, rng, n_pairs=10_000):
@@ -69,6 +69,18 @@ def test_interaction_constraints_keep_each_tree_within_one_set(wavy_data):
     mixed = [set(np.asarray(free.feature)[t][np.asarray(free.split_gain)[t] > 0].tolist())
              for t in range(free.n_trees)]
     assert any(not any(m <= set(s) for s in sets) for m in mixed)
+
+
+def test_interaction_sets_add_a_singleton_for_each_feature_in_no_set():
+    compiled, stop = count_compilations()
+    try:
+        sets = np.asarray(interaction_sets([[0, 2], [2, 3], []], 5))
+    finally:
+        stop()
+    np.testing.assert_array_equal(sets, [[1, 0, 1, 0, 0], [0, 0, 1, 1, 0], [0, 0, 0, 0, 0],
+                                         [0, 1, 0, 0, 0], [0, 0, 0, 0, 1]])
+    assert sets.dtype == bool
+    assert compiled == []  # built on the host: no program per small step
 
 
 def test_features_in_no_set_appear_alone(wavy_data):

@@ -92,21 +92,33 @@ def test_early_stopping_under_vmap_stops_each_member_where_its_own_fit_stops():
 def test_a_sweep_with_an_eval_set_compiles_no_program_per_chunk():
     # Under vmap the chunks are joined once, at the end, and the evaluator scores each
     # chunk's own trees: joined after every chunk, each growing length compiled its own
-    # eager concatenates and slices (about a dozen a chunk).
+    # eager concatenates and slices (about a dozen a chunk). The margins, the last round
+    # and the best score enter their programs batched from the first chunk on: passed
+    # in concrete first, the chunk, the evaluation and the running best compiled twice.
     from conftest import count_compilations
 
     X, y = make_binary(seed=7)
     X_val, y_val = make_binary(seed=8, n_rows=128)
-    settings = dict(SMALL, n_trees=80, eval_set=[(X_val, y_val)])  # 5 chunks
+    # 5 chunks; 12 bins, which no other test uses, so that no program is compiled already.
+    settings = dict(SMALL, n_bins=12, n_trees=80, eval_set=[(X_val, y_val)],
+                    early_stopping_rounds=100)
     compiled, stop = count_compilations()
     try:
         models = jaxgbt.fit_many("logistic", X, y, params={"learning_rate": [0.1, 0.3]},
                                  **settings)
+        members = [models[i] for i in range(2)]
     finally:
         stop()
     assert models.history["valid_0:logloss"].shape == (2, 80)
-    eager = [name for name in compiled if name in ("jit(dynamic_slice)", "jit(concatenate)")]
-    assert len(eager) <= 8, eager  # the final join of each array and of the scores
+    for program in ("_compiled_chunk", "evaluate_rounds", "_running_best"):
+        assert compiled.count(f"jit({program})") == 1, (program, compiled)
+    # One program for every member (an earlier test may have compiled it already).
+    assert compiled.count("jit(_compiled_member)") <= 1, compiled
+    assert "jit(squeeze)" not in compiled, compiled
+    eager = [name for name in compiled if name in (
+        "jit(dynamic_slice)", "jit(concatenate)", "jit(transpose)", "jit(squeeze)")]
+    assert len(eager) <= 8, eager  # the vmap's own moves of its outputs' batch axis
+    np.testing.assert_array_equal(members[1].leaf_value, models.leaf_value[1])
     single = jaxgbt.fit("logistic", X, y, learning_rate=0.3, **settings)
     np.testing.assert_allclose(models[1].history["valid_0:logloss"],
                                single.history["valid_0:logloss"], rtol=1e-5)

@@ -104,8 +104,15 @@ def test_values_add_up_to_the_margins_and_interactions_to_the_values(fitted):
     _, model, X = fitted
     phi = np.asarray(model.shap_values(X), np.float64)
     margins = np.asarray(model.predict_raw(X), np.float64)
-    base = np.asarray(model.expected_value, np.float64)
+    from conftest import count_compilations
+
+    compiled, stop = count_compilations()
+    try:
+        base = np.asarray(model.expected_value, np.float64)
+    finally:
+        stop()
     np.testing.assert_allclose(phi.sum(axis=1) + base, margins, atol=1e-5)
+    assert len(compiled) <= 2, compiled  # one program (and the scalar's slice), not dozens
     jitted = jax.jit(lambda rows: model.shap_values(rows))(jnp.asarray(X))  # traced rows
     np.testing.assert_allclose(np.asarray(jitted), phi, atol=1e-6)
     inter = np.asarray(model.shap_interaction_values(X[:50]), np.float64)

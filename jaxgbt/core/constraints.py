@@ -29,17 +29,18 @@ at a split on it, after which every leaf they can reach lies on its side of m.
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 
 def interaction_sets(sets, n_features: int) -> jax.Array:
     """bool[S, F] membership of each allowed set, plus a singleton set for every feature
-    that is in none (it may appear only alone)."""
-    membership = jnp.zeros((len(sets), n_features), bool)
+    that is in none (it may appear only alone). Built on the host (checked settings):
+    eagerly on the device, each small step compiled a program of its own."""
+    membership = np.zeros((len(sets), n_features), bool)
     for i, features in enumerate(sets):
-        membership = membership.at[i, jnp.asarray(list(features), jnp.int32)].set(True)
+        membership[i, np.asarray(list(features), np.int64)] = True
     alone = ~membership.any(axis=0)
-    singletons = jnp.eye(n_features, dtype=bool)[alone] if bool(alone.any()) else None
-    return membership if singletons is None else jnp.concatenate([membership, singletons])
+    return jax.device_put(np.concatenate([membership, np.eye(n_features, dtype=bool)[alone]]))
 
 
 def allowed_after(used: jax.Array, sets: jax.Array | None, monotone: jax.Array | None

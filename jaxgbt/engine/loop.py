@@ -20,7 +20,7 @@ from jaxgbt.core.config import BoostConfig
 from jaxgbt.core.layout import n_splits
 from jaxgbt.core.ordered import OrderedMargins
 from jaxgbt.core.round import BoostParams, TrainData
-from jaxgbt.core.tracing import is_traced
+from jaxgbt.core.tracing import is_traced, traced_like
 from jaxgbt.core.tree import BinnedTree
 from jaxgbt.engine.compile import chunk_runner
 from jaxgbt.engine.padding import pad_rows, padded_data, padded_row_count, real_rows
@@ -103,8 +103,13 @@ def train(config: BoostConfig, params: BoostParams, data: TrainData, base_score:
     unsharded = data
     if mesh is not None:
         data, raw = shard_rows(data, raw, mesh, config)
+    # Under vmap the chunk returns batched margins, and early stopping decides a batched
+    # last round: passed in batched from the first chunk on, they run one compiled
+    # program, not one per form.
+    raw = traced_like(raw, (params, data))
     run_chunk = chunk_runner(config, params, data, raw, mesh)
-    n_trees_array = jnp.asarray(n_trees + round_offset, jnp.int32)
+    n_trees_array = traced_like(jnp.asarray(n_trees + round_offset, jnp.int32),
+                                (params, data))
     parts = [(done.trees, done.bad_rows)]
     for first_round in range(done.rounds_done, n_trees, config.rounds_per_chunk):
         chunk_start = (first_round, raw)
@@ -222,7 +227,11 @@ def _joined(parts: list, margins, n_rows: int) -> Progress:
     """One Progress from chunks of (trees, bad_rows) and the carried margins (padding
     rows dropped: a bucket's, or a sharded fit's). Concrete arrays are joined on the
     host: a device concatenate would compile anew for every growing length."""
-    trees, bad_rows = jax.tree.map(lambda *chunks: _concatenate(chunks), *parts)
+    parts = [part for part in parts if part[1].shape[0]] or parts[:1]
+    if any(is_traced(leaf) for leaf in jax.tree.leaves(parts)):
+        trees, bad_rows = parts[0] if len(parts) == 1 else _compiled_join(parts)
+    else:
+        trees, bad_rows = jax.tree.map(lambda *chunks: _host_concatenate(chunks), *parts)
     if isinstance(margins, OrderedMargins):  # on one device: a bucket's padding only
         margins = real_rows(margins, n_rows)
         return Progress(trees=trees, raw=margins.model, bad_rows=bad_rows,
@@ -230,12 +239,14 @@ def _joined(parts: list, margins, n_rows: int) -> Progress:
     return Progress(trees=trees, raw=process_rows(margins, n_rows), bad_rows=bad_rows)
 
 
-def _concatenate(chunks):
-    # The empty host arrays of no rounds done add nothing; joined to a traced chunk
-    # under vmap they would cost a broadcast, a transpose and a concatenate, each
-    # compiled on its own.
-    chunks = [c for c in chunks if c.shape[0]] or chunks[:1]
-    if any(is_traced(c) for c in chunks):
-        return chunks[0] if len(chunks) == 1 else jnp.concatenate(chunks)
+@jax.jit
+def _compiled_join(parts: list):
+    """The chunks' (trees, bad_rows) joined round after round, under a trace (vmap): one
+    program, where eager concatenates of batched arrays compiled a transpose and a
+    concatenate for each of the six tree arrays (docs/benchmarks.md, "Compile")."""
+    return jax.tree.map(lambda *chunks: jnp.concatenate(chunks), *parts)
+
+
+def _host_concatenate(chunks):
     # device_put: jnp.asarray of a host array may compile a copy.
     return jax.device_put(np.concatenate([np.asarray(c) for c in chunks]))

@@ -19,7 +19,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxgbt.core.layout import layout
-from jaxgbt.core.tracing import is_traced
+from jaxgbt.core.tracing import is_traced, traced_like
 from jaxgbt.core.tree import BinnedTree
 from jaxgbt.evaluation import metrics as metrics_module
 from jaxgbt.evaluation.progress import progress_display
@@ -188,6 +188,15 @@ def evaluate_rounds(trees: BinnedTree, eval_set: EvalSet, raw: jax.Array, *, met
     return jax.lax.scan(step, raw, trees)
 
 
+@functools.partial(jax.jit, static_argnames="rounds")
+def _metric_columns(chunks: tuple, rounds: int | None) -> tuple[jax.Array, ...]:
+    """Each metric's scores f32[R] of the first ``rounds`` rounds (all: None) of the
+    chunks' f32[C, n_metrics] scores, as one program (under vmap, eager joins and
+    slices of batched arrays compiled a transpose, a concatenate and a slice each)."""
+    values = jnp.concatenate(chunks)[:rounds]
+    return tuple(values[:, j] for j in range(values.shape[1]))
+
+
 @functools.partial(jax.jit, static_argnames=("early_stopping_rounds", "higher_is_better"))
 def _running_best(best_score: jax.Array, best: jax.Array, values: jax.Array,
                   first_round: jax.Array, rounds_done: jax.Array, n_trees: jax.Array, *,
@@ -199,13 +208,16 @@ def _running_best(best_score: jax.Array, best: jax.Array, values: jax.Array,
       best_score: f32[], the best score so far, negated when higher is better (+inf
         before any round).
       best: i32[], its round.
-      values: f32[C], the watched scores of rounds ``first_round`` .. ``rounds_done`` - 1.
+      values: f32[C, n_metrics], the scores of rounds ``first_round`` ..
+        ``rounds_done`` - 1; the first metric is watched (sliced here, not by an eager
+        slice of a batched array, which compiles a transpose of its own).
 
     Returns:
       (best_score, best, stop): the updated pair, and the i32[] round from which to
       skip rounds: ``rounds_done`` if the best is ``early_stopping_rounds`` or more
       rounds back, else ``n_trees`` (no stop).
     """
+    values = values[:, 0]
     scores = jnp.where(jnp.isnan(values), jnp.inf, -values if higher_is_better else values)
     i = jnp.argmin(scores)
     better = scores[i] < best_score
@@ -281,7 +293,10 @@ class Evaluator:
         new = jax.tree.map(lambda a: a if held == 0 else
                            a[held:] if is_traced(a) else np.asarray(a)[held:], progress.trees)
         for i, eval_set in enumerate(self.eval_sets):
-            self.raw[i], values = evaluate_rounds(new, eval_set._replace(name=None), self.raw[i],
+            # Batched from the first chunk on under vmap, as the margins come back: one
+            # compiled evaluation, not one per form (``traced_like``).
+            self.raw[i], values = evaluate_rounds(new, eval_set._replace(name=None),
+                                                  traced_like(self.raw[i], new),
                                                   **self.options)
             self.scores[i].append(values)
         self.rounds_evaluated = progress.rounds_done
@@ -310,11 +325,12 @@ class Evaluator:
         stopping."""
         if self.early_stopping_rounds is None or not self.eval_sets:
             return None
-        if self._best_score is None:
-            self._best_score = jnp.asarray(jnp.inf, jnp.float32)
-            self.best = jnp.asarray(0, jnp.int32)
+        if self._best_score is None:  # batched as the scores (``traced_like``)
+            self._best_score, self.best = traced_like(
+                (jnp.asarray(jnp.inf, jnp.float32), jnp.asarray(0, jnp.int32)),
+                self.scores[-1][-1])
         self._best_score, self.best, stop = _running_best(
-            self._best_score, self.best, self.scores[-1][-1][:, 0],
+            self._best_score, self.best, self.scores[-1][-1],
             jnp.asarray(first_new, jnp.int32), jnp.asarray(rounds_done, jnp.int32),
             jnp.asarray(self.n_trees, jnp.int32), early_stopping_rounds=self.early_stopping_rounds,
             higher_is_better=self.metrics[0].higher_is_better)
@@ -364,13 +380,17 @@ class Evaluator:
             return None
         out = {}
         for eval_set, chunks in zip(self.eval_sets, self.scores, strict=True):
-            values = (xp.concatenate([xp.asarray(c) for c in chunks]) if chunks
-                      else xp.zeros((0, len(self.metrics)), xp.float32))
-            if self.rounds_kept is not None:
-                values = values[:self.rounds_kept]
-            for j, metric in enumerate(self.metrics):
-                out[f"{eval_set.name}:{metric_name(metric)}"] = (
-                    values[:, j] if xp is jnp else np.ascontiguousarray(values[:, j]))
+            if xp is jnp and chunks:
+                columns = _metric_columns(tuple(chunks), self.rounds_kept)
+            else:
+                values = (np.concatenate([np.asarray(c) for c in chunks]) if chunks
+                          else xp.zeros((0, len(self.metrics)), xp.float32))
+                if self.rounds_kept is not None:
+                    values = values[:self.rounds_kept]
+                columns = [values[:, j] if xp is jnp else np.ascontiguousarray(values[:, j])
+                           for j in range(len(self.metrics))]
+            for metric, column in zip(self.metrics, columns, strict=True):
+                out[f"{eval_set.name}:{metric_name(metric)}"] = column
         return out
 
     def state(self, history: dict[str, np.ndarray] | None = None,
