@@ -30,13 +30,11 @@ COLUMNS = [("grow_policy", "grow_policy", ""), ("depth", "depth", "d"),
            ("compile s", "compile_s", ".2f")]
 
 
-def one(rows: int, features: int, n_trees: int, depth: int, grow_policy: str) -> dict:
-    """Measures one configuration in this process (call it in a fresh one)."""
-    import jax
+def _listened_data(rows: int, features: int):
+    """(a list that grows by the seconds of each XLA compilation from now on, X f32[rows,
+    features], y f32[rows]): the synthetic binary data every measurement fits."""
     import numpy as np
     from jax._src import monitoring
-
-    import jaxgbt
 
     compiles = []
     monitoring.register_event_duration_secs_listener(
@@ -45,6 +43,16 @@ def one(rows: int, features: int, n_trees: int, depth: int, grow_policy: str) ->
     rng = np.random.default_rng(0)
     X = rng.normal(size=(rows, features)).astype(np.float32)
     y = (X[:, 0] + rng.normal(size=rows) > 0).astype(np.float32)
+    return compiles, X, y
+
+
+def one(rows: int, features: int, n_trees: int, depth: int, grow_policy: str) -> dict:
+    """Measures one configuration in this process (call it in a fresh one)."""
+    import jax
+
+    import jaxgbt
+
+    compiles, X, y = _listened_data(rows, features)
     seconds, first_compiles = [], []
     for _ in range(2):
         start = time.perf_counter()
@@ -65,18 +73,10 @@ def one_call(rows: int, features: int, n_trees: int, call: str) -> dict:
     """Times the first call of ``call`` in this process (call it in a fresh one); what it
     needs first (a fit for ``expected_value``, a sweep for ``members``) is not timed."""
     import jax
-    import numpy as np
-    from jax._src import monitoring
 
     import jaxgbt
 
-    compiles = []
-    monitoring.register_event_duration_secs_listener(
-        lambda name, seconds, **_: compiles.append(seconds)
-        if name == "/jax/core/compile/backend_compile_duration" else None)
-    rng = np.random.default_rng(0)
-    X = rng.normal(size=(rows, features)).astype(np.float32)
-    y = (X[:, 0] + rng.normal(size=rows) > 0).astype(np.float32)
+    compiles, X, y = _listened_data(rows, features)
     rates = {"learning_rate": [0.03, 0.1, 0.3]}
     before = {"members": lambda: jaxgbt.fit_many("logistic", X, y, params=rates,
                                                  n_trees=n_trees),
