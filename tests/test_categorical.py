@@ -14,7 +14,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from conftest import SMALL
+from conftest import SMALL, count_compilations, small_adult_model
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -543,6 +543,22 @@ def test_adult_matches_catboost_within_one_percent():
     (accuracy, loss), (reference_accuracy, reference_loss) = np.mean(ours, 0), np.mean(theirs, 0)
     assert accuracy >= 0.99 * reference_accuracy, (accuracy, reference_accuracy)
     assert loss <= 1.01 * reference_loss, (loss, reference_loss)
+
+
+def test_encoding_is_one_program_for_every_column():
+    """8 categorical columns, one-hot and target statistics: a new row count compiles
+    one program (eagerly, each column's slice, comparison, search and gather compiled
+    their own), whose values are those of the operations run one by one."""
+    model, rows = small_adult_model()
+    codes = jnp.asarray(model.encoder.to_codes(rows[:77]))  # a row count no test uses
+    compiled, stop = count_compilations()
+    try:
+        encoded = np.asarray(model.encoder.encode(codes))
+    finally:
+        stop()
+    assert compiled == ["jit(_encode)"], compiled
+    with jax.disable_jit():
+        np.testing.assert_array_equal(encoded, np.asarray(model.encoder.encode(codes)))
 
 
 # The default one_hot_max_size -----------------------------------------------------------------

@@ -132,8 +132,12 @@ class Encoder:
         return out
 
     def encode(self, X: jax.Array) -> jax.Array:
-        """f32[N, F] codes (see ``to_codes``) -> f32[N, F_enc]; pure jax.numpy, so it
-        runs under jit and vmap."""
+        """f32[N, F] codes (see ``to_codes``) -> f32[N, F_enc], as one compiled program
+        (it runs under jit and vmap as well): eagerly, each categorical column's few
+        operations compiled a program each, for every new row count."""
+        return _compiled_encode(self, X)
+
+    def _encode(self, X: jax.Array) -> jax.Array:
         blocks, run = [], None  # run: first column of the current stretch of numeric ones
         for j, column in enumerate(self.columns + (Column(ONE_HOT),)):  # a sentinel ends runs
             if column.kind == NUMERIC:
@@ -165,6 +169,9 @@ class Encoder:
     def transform(self, X, name: str = "X") -> np.ndarray:
         """Raw X -> f32[N, F_enc] with prediction statistics, on the host."""
         return np.asarray(self.encode(jnp.asarray(self.to_codes(X, name))))
+
+
+_compiled_encode = jax.jit(Encoder._encode)
 
 
 # Reading X on the host ---------------------------------------------------------------------
