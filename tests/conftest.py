@@ -73,6 +73,21 @@ def _compiled_programs_within_the_map_limit():
         jax.clear_caches()
 
 
+@pytest.hookimpl(trylast=True)  # after -m and -k have deselected theirs
+def pytest_collection_modifyitems(config, items):
+    """A file's leading blocks run in the fast suite (``test_docs.FAST_BLOCKS``); when the
+    whole file runs too (the slow suite, as in CI), its leading blocks run there, so the
+    fast test is left out: the README's first block compiles several seconds of programs."""
+    whole = {item.callspec.id for item in items
+             if item.originalname == "test_python_blocks_run"}
+    repeated = [item for item in items if item.originalname == "test_python_blocks_run"
+                and ":first-" in item.callspec.id
+                and item.callspec.id.split(":first-")[0] in whole]
+    if repeated:
+        config.hook.pytest_deselected(items=repeated)
+        items[:] = [item for item in items if item not in repeated]
+
+
 # The row-sharded path needs two devices of one platform: two CPU devices here, but a
 # single GPU (where the default backend is that GPU) has one.
 two_devices = pytest.mark.skipif(

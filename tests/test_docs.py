@@ -14,7 +14,7 @@ or over several lines, ``<!-- setup:`` then code then ``-->``. Pages are found w
 tests are collected, so a new page is tested without a change here. Every file runs
 whole in the slow suite (each compiles several fits: about 30 s for the README on 2
 cores); the README's first block, the one a reader tries first, also runs in the fast
-suite.
+suite (and is left out when the whole README runs: ``conftest.py``).
 """
 
 import re
