@@ -7,6 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 import reference
+from conftest import count_compilations
 
 import jaxgbt
 
@@ -104,8 +105,6 @@ def test_values_add_up_to_the_margins_and_interactions_to_the_values(fitted):
     _, model, X = fitted
     phi = np.asarray(model.shap_values(X), np.float64)
     margins = np.asarray(model.predict_raw(X), np.float64)
-    from conftest import count_compilations
-
     compiled, stop = count_compilations()
     try:
         base = np.asarray(model.expected_value, np.float64)
