@@ -304,10 +304,11 @@ class Booster:
             raise TypeError("this Booster is one model; only stacked models (from fit_many, "
                             "cv or jax.vmap(fit)) can be indexed.")
         n_members = self.feature.shape[0]
-        # An integer past the end raises (JAX would clamp it), which also ends iteration.
-        if isinstance(index, (int, np.integer)) and not -n_members <= index < n_members:
-            raise IndexError(f"member {index} is out of range: the model stacks {n_members}.")
         if isinstance(index, (int, np.integer)):
+            # Past the end raises (JAX would clamp it), which also ends iteration.
+            if not -n_members <= index < n_members:
+                raise IndexError(f"member {index} is out of range: the model stacks "
+                                 f"{n_members}.")
             return _compiled_member(self, jnp.asarray(index % n_members, jnp.int32))
         return jax.tree.map(lambda a: a[index], self)
 
