@@ -10,7 +10,7 @@ import jaxgbt
 from jaxgbt.engine import compile as compile_module
 from jaxgbt.engine import padding
 
-N_ROWS = 203  # padded to 224
+N_ROWS = 203  # padded to 256
 
 
 def _data(n_rows=N_ROWS, seed=0):
@@ -22,11 +22,12 @@ def _data(n_rows=N_ROWS, seed=0):
 
 
 def test_bucket_rows_is_a_ladder_of_quarter_steps():
-    assert [padding.bucket_rows(n) for n in (1, 16, 17, 1000, 1025, 1100, 1300, 2000, 2048)] \
-        == [16, 16, 20, 1024, 1280, 1280, 1536, 2048, 2048]
+    assert [padding.bucket_rows(n) for n in (1, 17, 256, 257, 1000, 1025, 1100, 1300, 2000,
+                                             2048)] \
+        == [256, 256, 256, 320, 1024, 1280, 1280, 1536, 2048, 2048]
     for n in range(1, 5000):
         bucket = padding.bucket_rows(n)
-        assert n <= bucket and (bucket <= 16 or bucket - n < bucket / 5)
+        assert n <= bucket and (bucket <= 256 or bucket - n < bucket / 5)
     # 1,000 to 2,000 rows in steps of 100: five programs.
     assert len({padding.bucket_rows(n) for n in range(1000, 2001, 100)}) == 5
 
@@ -104,7 +105,7 @@ def test_goss_group_losses_meshes_and_large_fits_keep_their_rows():
     from jaxgbt.core.round import TrainData
     data = TrainData(bins=None, y=y, weight=np.ones(N_ROWS, np.float32))
     plain = BoostConfig(loss=None, depth=2, n_bins=8)
-    assert padding.padded_row_count(plain, data, None, None) == 224
+    assert padding.padded_row_count(plain, data, None, None) == 256
     for config in (BoostConfig(loss=None, depth=2, n_bins=8, row_sampling="goss"),
                    BoostConfig(loss=None, depth=2, n_bins=8, grouped=True)):
         assert padding.padded_row_count(config, data, None, None) == N_ROWS

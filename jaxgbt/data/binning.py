@@ -246,6 +246,10 @@ MIN_GROUP_SAVING = 0.25
 # about what their narrower search saves (the histograms' scatters cost per row either
 # way), so every feature keeps B bins.
 MAX_GROUPED_ROWS = 2**18
+# Nor below this many rows x (densely searched) features: there a fit's time is mostly
+# compilation, which a group adds to, not the search it narrows. Small data of every
+# mix of few- and many-valued columns then shares one program per shape.
+MIN_GROUPED_CELLS = 2**16
 
 
 def bin_groups(thresholds: np.ndarray, n_rows: int, exclude: tuple[int, ...] = ()
@@ -256,8 +260,9 @@ def bin_groups(thresholds: np.ndarray, n_rows: int, exclude: tuple[int, ...] = (
     missing bin), rounded up to a power of two as in ``bins_needed``. When one width
     B_g < B splits the features into those that need at most B_g and the rest so that
     the search does at least ``MIN_GROUP_SAVING`` less work, the result is
-    ``((B_g, narrow features), (B, the others))``; else None (every feature at B).
-    The splits are the same either way (``core.search``).
+    ``((B_g, narrow features), (B, the others))``; else None (every feature at B), as
+    it is for fewer than ``MIN_GROUPED_CELLS`` rows x features or more than
+    ``MAX_GROUPED_ROWS`` rows. The splits are the same either way (``core.search``).
 
     Args:
       thresholds: f32[F, B - 1], trimmed (``trimmed``).
@@ -268,7 +273,7 @@ def bin_groups(thresholds: np.ndarray, n_rows: int, exclude: tuple[int, ...] = (
     if n_rows > MAX_GROUPED_ROWS or n_bins <= MIN_TRIMMED_BINS:
         return None
     kept = np.setdiff1d(np.arange(thresholds.shape[0]), np.asarray(exclude, np.int64))
-    if kept.size == 0:
+    if kept.size == 0 or n_rows * kept.size < MIN_GROUPED_CELLS:
         return None
     needed = np.isfinite(thresholds[kept]).sum(axis=1) + 2
     full = needed.size * n_bins

@@ -21,10 +21,12 @@ from jaxgbt.core.histogram import CPU_ROWS_PER_BLOCK
 from jaxgbt.core.round import TrainData
 from jaxgbt.core.tracing import is_traced
 
-# Row counts are padded to 16 at least, then to a quarter step between powers of two
-# (2**k times 1.25, 1.5, 1.75, 2): at most a fifth of a fit's rows are padding, and the
-# row counts from 1,000 to 2,000 share 5 programs.
-MIN_BUCKET_ROWS = 16
+# Row counts are padded to 256 at least, then to a quarter step between powers of two
+# (2**k times 1.25, 1.5, 1.75, 2): above 256 rows at most a fifth of a fit's rows are
+# padding, and the row counts from 1,000 to 2,000 share 5 programs. Below 256 rows a
+# tree costs microseconds more for the padding while each new program costs about a
+# second to compile, so every fit that small shares one row count.
+MIN_BUCKET_ROWS = 256
 STEPS_PER_DOUBLING = 4
 
 # Larger fits keep their rows: every tree pays for the padding (up to a fifth more rows
