@@ -70,12 +70,18 @@ def test_noise_scale_matches_a_float64_reference():
 
 def test_noisy_ranks_match_a_float64_reference():
     bins, gh = _problem()
+    # Feature 3 fills no row in bins 5 and 6, feature 4 none past bin 3 (its missing
+    # cells stay): those candidates divide the rows as the one before them.
+    bins = np.asarray(bins).copy()
+    bins[3][np.isin(bins[3], (5, 6))] = 4
+    bins[4][(bins[4] > 3) & (bins[4] < N_BINS - 1)] = 3
+    bins = jnp.asarray(bins)
     params = _params(scale=0.3, min_split_gain=0.05)
     node = jnp.asarray(np.random.default_rng(2).integers(0, 2, N_ROWS), jnp.int32)
     hist = build_histogram(bins, node, gh, 2, N_BINS)  # [F, 2, B, 2]
     features = jnp.arange(8, dtype=jnp.int32)
     gains, parent = split.level_gains_and_parent(hist, params)  # [F, B-1, 2], [F]
-    got = np.asarray(split.noisy_ranks(gains, parent, features, params, N_BINS - 1),
+    got = np.asarray(split.noisy_ranks(gains, parent, features, params, N_BINS - 1, hist),
                      np.float64)
 
     H = np.asarray(hist, np.float64)
@@ -86,8 +92,13 @@ def test_noisy_ranks_match_a_float64_reference():
                                                jnp.arange(N_BINS - 1, dtype=jnp.uint32)))
     g64 = np.asarray(gains, np.float64)
     expected = np.sqrt(np.maximum(g64 + parent_ref[:, None, None], 0)) + 0.3 * draws[..., None]
-    expected = np.where(g64 > 0.05, expected, -np.inf)
+    empty = np.all(H[:, :, :-1] == 0, axis=(1, 3))  # [F, B-1]: no row of either node
+    empty[:, 0] = False
+    assert empty[3, [5, 6]].all() and empty[4, 4:].all() and empty.sum() == 2 + (N_BINS - 1 - 4)
+    expected = np.where((g64 > 0.05) & ~empty[..., None], expected, -np.inf)
     assert np.isneginf(expected).any() and np.isfinite(expected).any()
+    # The repeated candidates would split: only their mask leaves them out.
+    assert (g64[4, 4:, 1] > 0.05).all()
     np.testing.assert_allclose(got, expected, rtol=1e-5)
 
 

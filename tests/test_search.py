@@ -148,6 +148,9 @@ def test_few_valued_features_searched_narrower_give_the_same_model(monkeypatch, 
                          rng.integers(0, 3, (300, 1))]).astype(np.float32)
     X[rng.random(300) < 0.1, 0] = np.nan
     y = (X[:, 0] > 0) ^ (X[:, 3] > 0) ^ (X[:, 11] == 2)
+    # A 0/1 column with missing cells: its missing-or-not split, repeated in every bin
+    # past its values, is one candidate at either width (split.repeated_candidates).
+    X[rng.random(300) < 0.2, 4] = np.nan
     thresholds = binning.trimmed(binning.compute_thresholds(X, 64), 64)
     assert binning.bin_groups(thresholds, 300) is None  # too small to be worth a group
     monkeypatch.setattr(binning, "MIN_GROUPED_CELLS", 0)

@@ -342,7 +342,7 @@ def candidate_normals(key: jax.Array, features: jax.Array, cells: jax.Array) -> 
 
 
 def noisy_ranks(gains: jax.Array, parent: jax.Array, features: jax.Array,
-                params: SplitParams, n_value_bins: int) -> jax.Array:
+                params: SplitParams, n_value_bins: int, hist: jax.Array) -> jax.Array:
     """The scores candidates are ranked by under ``params.noise`` (``ScoreNoise``).
 
     Args:
@@ -353,11 +353,13 @@ def noisy_ranks(gains: jax.Array, parent: jax.Array, features: jax.Array,
       n_value_bins: B - 1 of every feature (a group's histograms may be narrower): the
         cell of node j's bin k is j * (B - 1) + k, so that a candidate draws the same e
         in a narrow group as at full width.
+      hist: f32[b, n, B_g, 2K], the histograms the gains are of.
 
     Returns:
       f32 of the shape of ``gains``: sqrt(gain + parent) + scale * e, one e per (feature,
       node, bin) shared by both missing directions (so that the tie between them, when
-      no row is missing, still goes to missing-left); -inf where the gain would not split.
+      no row is missing, still goes to missing-left); -inf where the gain would not split
+      and where the candidate repeats the one a bin below it (``repeated_candidates``).
     """
     noise = params.noise
     *nodes, n_bins_here = gains.shape[1:-1]
@@ -368,7 +370,27 @@ def noisy_ranks(gains: jax.Array, parent: jax.Array, features: jax.Array,
     draws = candidate_normals(noise.key, features, cells)
     expand = (Ellipsis,) + (None,) * (gains.ndim - parent.ndim)
     score = jnp.sqrt(jnp.maximum(gains + parent[expand], 0.0)) + noise.scale * draws[..., None]
-    return jnp.where(gains > jnp.maximum(params.min_split_gain, 0.0), score, -jnp.inf)
+    splits = ((gains > jnp.maximum(params.min_split_gain, 0.0))
+              & ~repeated_candidates(hist, by_node=bool(nodes)))
+    return jnp.where(splits, score, -jnp.inf)
+
+
+def repeated_candidates(hist: jax.Array, by_node: bool) -> jax.Array:
+    """bool[b, B_g - 1, 1] (``by_node``: bool[b, n, B_g - 1, 1]): the candidates whose bin
+    holds no g or h of the node (of any node of an oblivious level) in ``hist`` f32[b,
+    n, B_g, 2K], bin 0 excepted.
+
+    Such a candidate divides the rows' sums as the one a bin below it does, with the
+    same gain. Without noise the lower bin wins that tie; with noise each copy would
+    draw a number of its own, and a division repeated over many empty bins (a
+    few-valued feature in a wide histogram, the missing-or-not split past its last
+    value, the sparse bins of a small node) would win more often than one draw allows.
+    So only the first of such a run is ranked.
+    """
+    empty = jnp.all(hist[:, :, 1:-1] == 0, axis=-1)  # [b, n, B_g - 2]
+    if not by_node:
+        empty = jnp.all(empty, axis=1)
+    return jnp.concatenate([jnp.zeros_like(empty[..., :1]), empty], axis=-1)[..., None]
 
 
 def first_argmax(x: jax.Array) -> jax.Array:
@@ -454,7 +476,7 @@ def best_level_candidate(hist: jax.Array, features: jax.Array, counted: jax.Arra
         if params.noise is not None:
             ranks = jnp.where(counted[:, None, None],
                               noisy_ranks(gains, parent, features, params,
-                                          n_value_bins or n_hist_bins), -jnp.inf)
+                                          n_value_bins or n_hist_bins, hist), -jnp.inf)
         local = first_argmax(ranks.reshape(-1))
         return Best(gains.reshape(-1)[local],
                     _global_index(local, features, n_hist_bins, directions,
@@ -495,7 +517,7 @@ def best_node_candidates(hist: jax.Array, features: jax.Array, counted: jax.Arra
         if params.noise is not None:
             ranks = jnp.where(usable[:, :, None, None],
                               noisy_ranks(gains, parent, features, params,
-                                          n_value_bins or n_hist_bins), -jnp.inf)
+                                          n_value_bins or n_hist_bins, hist), -jnp.inf)
             ranks = jnp.moveaxis(ranks, 1, 0).reshape(n_nodes, -1)
         local = jnp.argmax(ranks, axis=-1)
         gain = jnp.take_along_axis(by_node, local[:, None], axis=-1)[:, 0]
