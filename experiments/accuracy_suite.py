@@ -31,6 +31,7 @@ interval, plus a line per variant counting the rows it is better, level or worse
 ``--set anchors=[]`` leaves the anchors out (jaxgbt and its variants only).
 """
 
+import itertools
 import os
 import time
 
@@ -66,8 +67,18 @@ ANCHOR_TITLES = {"xgboost": "XGBoost", "lightgbm": "LightGBM", "catboost": "CatB
                  "sklearn-hgb": "sklearn HGB"}
 # jaxgbt.fit settings that act only on categorical columns: a variant of these alone is the
 # defaults' model on a set without categorical columns, so it is not fitted there
-CATEGORICAL_SETTINGS = {"one_hot_max_size"}
+CATEGORICAL_SETTINGS = {"one_hot_max_size", "categorical_pairs"}
 VERDICT_WORDS = {"win": "better", "tie": "level", "loss": "worse"}
+
+
+def with_categorical_pairs(X: pd.DataFrame, cat_names: list[str]) -> pd.DataFrame:
+    """X with one more categorical column per pair of its categorical columns: the two
+    labels joined (a missing label as the string "nan"), named "a*b"; a static form of
+    CatBoost's combinations of categorical features."""
+    X = X.copy()
+    for a, b in itertools.combinations(cat_names, 2):
+        X[f"{a}*{b}"] = pd.Categorical(X[a].astype(str) + "|" + X[b].astype(str))
+    return X
 
 
 def jaxgbt_model(task: str, cfg: dict, cat_names: list[str], settings=None) -> Model:
@@ -75,20 +86,28 @@ def jaxgbt_model(task: str, cfg: dict, cat_names: list[str], settings=None) -> M
     keyword arguments, a variant's); the categorical columns named. A variant's
     ``auto`` table fits with ``jaxgbt.fit_auto`` (its arguments), which chooses the
     trees and learning rate itself: the budget's depth only, unless the table lists
-    ``depths`` to choose from."""
+    ``depths`` to choose from. ``categorical_pairs = true`` is not a ``fit`` setting: it
+    adds every pair of categorical columns as a column (``with_categorical_pairs``)
+    before fitting and predicting."""
     settings = dict(settings or {})
     auto = settings.pop("auto", None)
+    pairs = settings.pop("categorical_pairs", False)
     depth = {} if auto is not None and "depths" in auto else {"depth": cfg["depth"]}
+    columns = cat_names + [f"{a}*{b}" for a, b in itertools.combinations(cat_names, 2)
+                           if pairs]
+
+    def encoded(X):
+        return with_categorical_pairs(X, cat_names) if pairs else X
 
     def fit(X, y, group=None):
-        common = dict(**depth, categorical_features=cat_names or None, group=group,
+        common = dict(**depth, categorical_features=columns or None, group=group,
                       **settings)
         if auto is not None:
-            return jaxgbt.fit_auto(LOSSES[task], X, y, **auto, **common).model
-        return jaxgbt.fit(LOSSES[task], X, y, n_trees=cfg["n_trees"],
+            return jaxgbt.fit_auto(LOSSES[task], encoded(X), y, **auto, **common).model
+        return jaxgbt.fit(LOSSES[task], encoded(X), y, n_trees=cfg["n_trees"],
                           learning_rate=cfg["learning_rate"], **common)
 
-    return Model(fit, lambda model, X: np.asarray(model.predict(X)))
+    return Model(fit, lambda model, X: np.asarray(model.predict(encoded(X))))
 
 
 def variant_names(cfg: dict) -> list[str]:
