@@ -141,26 +141,44 @@ def test_bins_needed_counts_the_fullest_feature_and_rounds_up():
     assert bins_needed(thresholds, 256) == 8  # value bins 0..5, the missing bin: 7 -> 8
     assert bins_needed(thresholds[:, :1], 256) == 4  # the fewest
     assert bins_needed(thresholds, 6) == 6  # never above the bins asked for
+    # Small data (rows x features under SMALL_DATA_CELLS): at least 16 bins, so that
+    # small sets of one shape share a program; never above the bins asked for.
+    assert bins_needed(thresholds, 256, n_rows=64) == 16
+    assert bins_needed(thresholds, 8, n_rows=64) == 8
+    assert bins_needed(thresholds, 256, n_rows=2**16) == 8
     continuous = compute_thresholds(np.linspace(0, 1, 1000, dtype=np.float32)[:, None], 256)
     assert bins_needed(continuous, 256) == 256
     assert np.isinf(trimmed(thresholds, 8)[:, 6:]).all()
 
 
+@pytest.mark.parametrize("random_strength", [0.0, 1.0])
 @pytest.mark.parametrize("grow_policy", ["oblivious", "depthwise"])
-def test_few_valued_data_train_the_same_model_on_narrower_histograms(grow_policy, monkeypatch):
+def test_few_valued_data_train_the_same_model_on_narrower_histograms(grow_policy,
+                                                                     random_strength,
+                                                                     monkeypatch):
     import jaxgbt
-    from jaxgbt.data import dataset
+    from jaxgbt.data import binning, dataset
 
     rng = np.random.default_rng(5)
     X = rng.integers(0, 5, size=(256, 4)).astype(np.float32)
     X[::9, 2] = np.nan
     y = (X[:, 0] - X[:, 1] * (X[:, 3] > 2) + rng.normal(size=256)).astype(np.float32)
-    # Without score noise: a wider histogram has more candidates (empty bins past a
-    # feature's values, which with missing values repeat its last split), each with its
-    # own draw, so noisy models differ in their draws, not in kind.
-    fit = dict(n_trees=6, depth=3, grow_policy=grow_policy, random_strength=0.0)
+    # With score noise too: a wider histogram has more candidates (the empty bins past
+    # a feature's values, which with missing values repeat its missing-or-not split),
+    # but a repeated candidate is not ranked and a candidate draws the same number at
+    # any width.
+    fit = dict(n_trees=6, depth=3, grow_policy=grow_policy, random_strength=random_strength)
+    monkeypatch.setattr(binning, "SMALL_DATA_MIN_BINS", 4)
+    chosen = []
+
+    def needed(thresholds, n_bins, n_rows):
+        chosen.append(binning.bins_needed(thresholds, n_bins, n_rows))
+        return chosen[-1]
+
+    monkeypatch.setattr(dataset, "bins_needed", needed)
     narrow = jaxgbt.fit("squared_error", X, y, **fit)
-    monkeypatch.setattr(dataset, "bins_needed", lambda thresholds, n_bins: n_bins)
+    assert chosen == [8]
+    monkeypatch.setattr(dataset, "bins_needed", lambda thresholds, n_bins, n_rows: n_bins)
     full = jaxgbt.fit("squared_error", X, y, **fit)
     # The same trees and leaves; the gains equal to float rounding: up to 8 bins the
     # search's prefix sums are additions, past 8 products of blocks of 16, whose kernel

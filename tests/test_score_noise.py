@@ -81,7 +81,7 @@ def test_noisy_ranks_match_a_float64_reference():
     hist = build_histogram(bins, node, gh, 2, N_BINS)  # [F, 2, B, 2]
     features = jnp.arange(8, dtype=jnp.int32)
     gains, parent = split.level_gains_and_parent(hist, params)  # [F, B-1, 2], [F]
-    got = np.asarray(split.noisy_ranks(gains, parent, features, params, N_BINS - 1, hist),
+    got = np.asarray(split.noisy_ranks(gains, parent, features, params, hist),
                      np.float64)
 
     H = np.asarray(hist, np.float64)

@@ -153,7 +153,7 @@ def test_few_valued_features_searched_narrower_give_the_same_model(monkeypatch, 
     X[rng.random(300) < 0.2, 4] = np.nan
     thresholds = binning.trimmed(binning.compute_thresholds(X, 64), 64)
     assert binning.bin_groups(thresholds, 300) is None  # too small to be worth a group
-    monkeypatch.setattr(binning, "MIN_GROUPED_CELLS", 0)
+    monkeypatch.setattr(binning, "SMALL_DATA_CELLS", 0)
     groups = binning.bin_groups(thresholds, 300)
     assert groups == ((4, tuple(range(2, 12))), (64, (0, 1)))
 

@@ -341,8 +341,14 @@ def candidate_normals(key: jax.Array, features: jax.Array, cells: jax.Array) -> 
     return jnp.sqrt(2.0) * jax.lax.erf_inv(2.0 * uniform - 1.0)
 
 
+# The noise's cell of node j's bin k is j * this + k: the most value bins a feature has
+# (bins are u8, the missing bin last), so that a candidate draws the same number at any
+# histogram width (narrower groups of features, a smaller B).
+NOISE_CELLS_PER_NODE = 255
+
+
 def noisy_ranks(gains: jax.Array, parent: jax.Array, features: jax.Array,
-                params: SplitParams, n_value_bins: int, hist: jax.Array) -> jax.Array:
+                params: SplitParams, hist: jax.Array) -> jax.Array:
     """The scores candidates are ranked by under ``params.noise`` (``ScoreNoise``).
 
     Args:
@@ -350,9 +356,6 @@ def noisy_ranks(gains: jax.Array, parent: jax.Array, features: jax.Array,
         depthwise trees, none for an oblivious level; d missing directions).
       parent: f32[b, *S], the score of the rows the candidates divide.
       features: i32[b], the candidates' features among every feature.
-      n_value_bins: B - 1 of every feature (a group's histograms may be narrower): the
-        cell of node j's bin k is j * (B - 1) + k, so that a candidate draws the same e
-        in a narrow group as at full width.
       hist: f32[b, n, B_g, 2K], the histograms the gains are of.
 
     Returns:
@@ -365,7 +368,7 @@ def noisy_ranks(gains: jax.Array, parent: jax.Array, features: jax.Array,
     *nodes, n_bins_here = gains.shape[1:-1]
     cells = jnp.arange(n_bins_here, dtype=jnp.uint32)
     if nodes:
-        cells = cells[None] + jnp.uint32(n_value_bins) * jnp.arange(
+        cells = cells[None] + jnp.uint32(NOISE_CELLS_PER_NODE) * jnp.arange(
             nodes[0], dtype=jnp.uint32)[:, None]
     draws = candidate_normals(noise.key, features, cells)
     expand = (Ellipsis,) + (None,) * (gains.ndim - parent.ndim)
@@ -475,8 +478,7 @@ def best_level_candidate(hist: jax.Array, features: jax.Array, counted: jax.Arra
         ranks = gains
         if params.noise is not None:
             ranks = jnp.where(counted[:, None, None],
-                              noisy_ranks(gains, parent, features, params,
-                                          n_value_bins or n_hist_bins, hist), -jnp.inf)
+                              noisy_ranks(gains, parent, features, params, hist), -jnp.inf)
         local = first_argmax(ranks.reshape(-1))
         return Best(gains.reshape(-1)[local],
                     _global_index(local, features, n_hist_bins, directions,
@@ -516,8 +518,7 @@ def best_node_candidates(hist: jax.Array, features: jax.Array, counted: jax.Arra
         ranks, score = by_node, None
         if params.noise is not None:
             ranks = jnp.where(usable[:, :, None, None],
-                              noisy_ranks(gains, parent, features, params,
-                                          n_value_bins or n_hist_bins, hist), -jnp.inf)
+                              noisy_ranks(gains, parent, features, params, hist), -jnp.inf)
             ranks = jnp.moveaxis(ranks, 1, 0).reshape(n_nodes, -1)
         local = jnp.argmax(ranks, axis=-1)
         gain = jnp.take_along_axis(by_node, local[:, None], axis=-1)[:, 0]

@@ -24,6 +24,12 @@ MAX_BINNING_ROWS = 200_000
 # The fewest bins ``bins_needed`` gives: a 0/1 column's two value bins and the missing
 # bin, as a power of two.
 MIN_TRIMMED_BINS = 4
+# Below this many rows x features a fit's time is mostly compilation: there B is at least
+# ``SMALL_DATA_MIN_BINS`` (``bins_needed``) and few-valued features get no histograms of
+# their own (``bin_groups``), so that small data of one shape, whatever its columns
+# hold, shares one program. Neither changes a split (``core.split.repeated_candidates``).
+SMALL_DATA_CELLS = 2**16
+SMALL_DATA_MIN_BINS = 16
 
 # A task of ``apply_bins`` bins this many features of this many rows. It holds a float32
 # copy of that block (1 MB) and NumPy's int64 bin indices of one column of it (0.5 MB)
@@ -219,9 +225,10 @@ def _sparse_cut_points(X, f: int, weights: np.ndarray | None, n_value_bins: int
                        (n_zeros, zero_weight))
 
 
-def bins_needed(thresholds: np.ndarray, n_bins: int) -> int:
+def bins_needed(thresholds: np.ndarray, n_bins: int, n_rows: int | None = None) -> int:
     """B for the histograms: the bins the cut points fill, rounded up to a power of two
-    (at least 4, at most ``n_bins``).
+    (at least 4, or ``SMALL_DATA_MIN_BINS`` for fewer than ``SMALL_DATA_CELLS`` rows x
+    features; at most ``n_bins``).
 
     A feature with c finite cut points uses value bins 0..c; the missing bin comes after
     the last value bin in use. Bins past those hold no rows, so dropping them changes no
@@ -232,10 +239,15 @@ def bins_needed(thresholds: np.ndarray, n_bins: int) -> int:
     Args:
       thresholds: f32[F, n_bins - 1] from ``compute_thresholds``.
       n_bins: the requested B.
+      n_rows: N, the training rows, or None for no small-data floor (processes that
+        must agree on B, each from its own rows).
     """
     most_cuts = int(np.isfinite(thresholds).sum(axis=1).max(initial=0))
     needed = most_cuts + 2  # value bins 0..most_cuts, then the missing bin
-    return min(n_bins, max(MIN_TRIMMED_BINS, 1 << (needed - 1).bit_length()))
+    fewest = MIN_TRIMMED_BINS
+    if n_rows is not None and n_rows * thresholds.shape[0] < SMALL_DATA_CELLS:
+        fewest = SMALL_DATA_MIN_BINS
+    return min(n_bins, max(fewest, 1 << (needed - 1).bit_length()))
 
 
 # Features that fill few bins get histograms that narrow (``bin_groups``) when that cuts
@@ -246,10 +258,6 @@ MIN_GROUP_SAVING = 0.25
 # about what their narrower search saves (the histograms' scatters cost per row either
 # way), so every feature keeps B bins.
 MAX_GROUPED_ROWS = 2**18
-# Nor below this many rows x (densely searched) features: there a fit's time is mostly
-# compilation, which a group adds to, not the search it narrows. Small data of every
-# mix of few- and many-valued columns then shares one program per shape.
-MIN_GROUPED_CELLS = 2**16
 
 
 def bin_groups(thresholds: np.ndarray, n_rows: int, exclude: tuple[int, ...] = ()
@@ -261,7 +269,7 @@ def bin_groups(thresholds: np.ndarray, n_rows: int, exclude: tuple[int, ...] = (
     B_g < B splits the features into those that need at most B_g and the rest so that
     the search does at least ``MIN_GROUP_SAVING`` less work, the result is
     ``((B_g, narrow features), (B, the others))``; else None (every feature at B), as
-    it is for fewer than ``MIN_GROUPED_CELLS`` rows x features or more than
+    it is for fewer than ``SMALL_DATA_CELLS`` rows x features or more than
     ``MAX_GROUPED_ROWS`` rows. The splits are the same either way (``core.search``).
 
     Args:
@@ -273,7 +281,7 @@ def bin_groups(thresholds: np.ndarray, n_rows: int, exclude: tuple[int, ...] = (
     if n_rows > MAX_GROUPED_ROWS or n_bins <= MIN_TRIMMED_BINS:
         return None
     kept = np.setdiff1d(np.arange(thresholds.shape[0]), np.asarray(exclude, np.int64))
-    if kept.size == 0 or n_rows * kept.size < MIN_GROUPED_CELLS:
+    if kept.size == 0 or n_rows * kept.size < SMALL_DATA_CELLS:
         return None
     needed = np.isfinite(thresholds[kept]).sum(axis=1) + 2
     full = needed.size * n_bins

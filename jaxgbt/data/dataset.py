@@ -139,7 +139,7 @@ class Dataset:
         weight = None if check.is_traced(self.weight) else self.weight
         thresholds = compute_thresholds(self.X, n_bins, weight,
                                         0 if check.is_traced(seed) else seed)
-        return trimmed(thresholds, bins_needed(thresholds, n_bins))
+        return trimmed(thresholds, bins_needed(thresholds, n_bins, self.n_rows))
 
     def binned(self, thresholds: np.ndarray) -> jax.Array:
         """u8[F, N] on the device: the rows binned with ``thresholds``."""
