@@ -146,6 +146,8 @@ def test_bins_needed_counts_the_fullest_feature_and_rounds_up():
     assert bins_needed(thresholds, 256, n_rows=64) == 16
     assert bins_needed(thresholds, 8, n_rows=64) == 8
     assert bins_needed(thresholds, 256, n_rows=2**16) == 8
+    wide = np.repeat(thresholds, 22, axis=0)  # 66 features: not small, whatever the rows
+    assert bins_needed(wide, 256, n_rows=64) == 8
     continuous = compute_thresholds(np.linspace(0, 1, 1000, dtype=np.float32)[:, None], 256)
     assert bins_needed(continuous, 256) == 256
     assert np.isinf(trimmed(thresholds, 8)[:, 6:]).all()

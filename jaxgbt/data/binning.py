@@ -24,12 +24,22 @@ MAX_BINNING_ROWS = 200_000
 # The fewest bins ``bins_needed`` gives: a 0/1 column's two value bins and the missing
 # bin, as a power of two.
 MIN_TRIMMED_BINS = 4
-# Below this many rows x features a fit's time is mostly compilation: there B is at least
-# ``SMALL_DATA_MIN_BINS`` (``bins_needed``) and few-valued features get no histograms of
-# their own (``bin_groups``), so that small data of one shape, whatever its columns
-# hold, shares one program. Neither changes a split (``core.split.repeated_candidates``).
+# Data of fewer than this many rows x features, and at most this many features, is small:
+# a fit's time is mostly compilation. There B is at least ``SMALL_DATA_MIN_BINS``
+# (``bins_needed``) and few-valued features get no histograms of their own
+# (``bin_groups``), so that small data of one shape, whatever its columns hold, shares
+# one program. Neither changes a split (``core.split.repeated_candidates``). Wider data
+# keeps both: there the search (features x bins) is what a group narrows, and at 64
+# features x 16 bins a depth-6 level's search stays within one compiled size
+# (``core.tree.SMALL_SEARCH_CELLS``).
 SMALL_DATA_CELLS = 2**16
+SMALL_DATA_MAX_FEATURES = 64
 SMALL_DATA_MIN_BINS = 16
+
+
+def is_small_data(n_rows: int, n_features: int) -> bool:
+    """Whether N rows of F features are small data (``SMALL_DATA_CELLS``)."""
+    return n_features <= SMALL_DATA_MAX_FEATURES and n_rows * n_features < SMALL_DATA_CELLS
 
 # A task of ``apply_bins`` bins this many features of this many rows. It holds a float32
 # copy of that block (1 MB) and NumPy's int64 bin indices of one column of it (0.5 MB)
@@ -227,8 +237,8 @@ def _sparse_cut_points(X, f: int, weights: np.ndarray | None, n_value_bins: int
 
 def bins_needed(thresholds: np.ndarray, n_bins: int, n_rows: int | None = None) -> int:
     """B for the histograms: the bins the cut points fill, rounded up to a power of two
-    (at least 4, or ``SMALL_DATA_MIN_BINS`` for fewer than ``SMALL_DATA_CELLS`` rows x
-    features; at most ``n_bins``).
+    (at least 4, or ``SMALL_DATA_MIN_BINS`` for small data, ``is_small_data``; at most
+    ``n_bins``).
 
     A feature with c finite cut points uses value bins 0..c; the missing bin comes after
     the last value bin in use. Bins past those hold no rows, so dropping them changes no
@@ -245,7 +255,7 @@ def bins_needed(thresholds: np.ndarray, n_bins: int, n_rows: int | None = None) 
     most_cuts = int(np.isfinite(thresholds).sum(axis=1).max(initial=0))
     needed = most_cuts + 2  # value bins 0..most_cuts, then the missing bin
     fewest = MIN_TRIMMED_BINS
-    if n_rows is not None and n_rows * thresholds.shape[0] < SMALL_DATA_CELLS:
+    if n_rows is not None and is_small_data(n_rows, thresholds.shape[0]):
         fewest = SMALL_DATA_MIN_BINS
     return min(n_bins, max(fewest, 1 << (needed - 1).bit_length()))
 
@@ -269,7 +279,7 @@ def bin_groups(thresholds: np.ndarray, n_rows: int, exclude: tuple[int, ...] = (
     B_g < B splits the features into those that need at most B_g and the rest so that
     the search does at least ``MIN_GROUP_SAVING`` less work, the result is
     ``((B_g, narrow features), (B, the others))``; else None (every feature at B), as
-    it is for fewer than ``SMALL_DATA_CELLS`` rows x features or more than
+    it is for small data (``is_small_data``, of the densely searched features) or more than
     ``MAX_GROUPED_ROWS`` rows. The splits are the same either way (``core.search``).
 
     Args:
@@ -281,7 +291,7 @@ def bin_groups(thresholds: np.ndarray, n_rows: int, exclude: tuple[int, ...] = (
     if n_rows > MAX_GROUPED_ROWS or n_bins <= MIN_TRIMMED_BINS:
         return None
     kept = np.setdiff1d(np.arange(thresholds.shape[0]), np.asarray(exclude, np.int64))
-    if kept.size == 0 or n_rows * kept.size < SMALL_DATA_CELLS:
+    if kept.size == 0 or is_small_data(n_rows, kept.size):
         return None
     needed = np.isfinite(thresholds[kept]).sum(axis=1) + 2
     full = needed.size * n_bins
