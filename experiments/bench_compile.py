@@ -10,8 +10,10 @@ their seconds (JAX's compile-duration events), and the warm fit's seconds. With
 cache in a temporary folder, filled by one process beforehand: what every process after
 the first on a machine pays. With ``calls``, it also times the first call of each named
 entry point in a fresh process (``fit_many``, ``cv``, ``fit_auto``, indexing the stacked
-models of a ``fit_many``, a model's ``expected_value``), with the compilations inside
-it. Prints markdown tables (docs/benchmarks.md) and writes results.json.
+models of a ``fit_many``, a model's ``expected_value``; ``small_fits``: 12 fits of 10
+trees on small data sets of 30 to 250 rows and 5 columns of varied kinds, whatever
+``rows`` and ``features`` say), with the compilations inside it. Prints markdown tables
+(docs/benchmarks.md) and writes results.json.
 """
 
 import json
@@ -69,6 +71,24 @@ CALL_COLUMNS = [("first call", "call", ""), ("s", "call_s", ".2f"),
                 ("XLA compilations", "n_compiles", "d"), ("compile s", "compile_s", ".2f")]
 
 
+def _small_sets(n_sets: int = 12, n_features: int = 5, seed: int = 0) -> list:
+    """(X, y) of ``n_sets`` small binary problems, as scikit-learn's estimator checks and
+    the folds of small data make: 30 to 250 rows, each column 0/1, 3- to 6-valued or
+    continuous at random."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    sets = []
+    for _ in range(n_sets):
+        n = int(rng.integers(30, 251))
+        X = rng.normal(size=(n, n_features)).astype(np.float32)
+        for j, kind in enumerate(rng.integers(0, 3, n_features)):
+            if kind < 2:
+                X[:, j] = rng.integers(0, 2 if kind == 0 else int(rng.integers(3, 7)), n)
+        sets.append((X, (X[:, 0] + rng.normal(size=n) > 0).astype(np.float32)))
+    return sets
+
+
 def one_call(rows: int, features: int, n_trees: int, call: str) -> dict:
     """Times the first call of ``call`` in this process (call it in a fresh one); what it
     needs first (a fit for ``expected_value``, a sweep for ``members``) is not timed."""
@@ -88,6 +108,9 @@ def one_call(rows: int, features: int, n_trees: int, call: str) -> dict:
              "fit_auto": lambda: jaxgbt.fit_auto("logistic", X, y, max_trees=n_trees,
                                                  n_folds=3),
              "members": lambda: [made[i] for i in range(3)],
+             "small_fits": lambda: [jaxgbt.fit("logistic", X_small, y_small, n_trees=10,
+                                               depth=3).leaf_value
+                                    for X_small, y_small in _small_sets()],
              "expected_value": lambda: made.expected_value}[call]
     compiles.clear()
     start = time.perf_counter()
