@@ -561,6 +561,24 @@ def test_encoding_is_one_program_for_every_column():
         np.testing.assert_array_equal(encoded, np.asarray(model.encoder.encode(codes)))
 
 
+def test_host_rows_are_encoded_in_buckets_that_change_no_value():
+    """Fits and reads encode host rows padded to a power of two: a row count in the
+    bucket of one encoded before compiles no encoding, and the values are those of the
+    rows encoded alone."""
+    model, rows = small_adult_model()
+    codes = model.encoder.to_codes(rows[:300])
+    model.encoder.encoded_rows(codes[:290])  # the bucket of 512 rows
+    compiled, stop = count_compilations()
+    try:
+        encoded = model.encoder.encoded_rows(codes)
+    finally:
+        stop()
+    assert "jit(_encode)" not in compiled, compiled
+    assert encoded.shape == (300, model.n_split_features) and encoded.flags.writeable
+    np.testing.assert_array_equal(encoded, np.asarray(model.encoder.encode(
+        jnp.asarray(codes))))
+
+
 # The default one_hot_max_size -----------------------------------------------------------------
 
 

@@ -168,10 +168,31 @@ class Encoder:
 
     def transform(self, X, name: str = "X") -> np.ndarray:
         """Raw X -> f32[N, F_enc] with prediction statistics, on the host."""
-        return np.asarray(self.encode(jnp.asarray(self.to_codes(X, name))))
+        return self.encoded_rows(self.to_codes(X, name))
+
+    def encoded_rows(self, codes: np.ndarray) -> np.ndarray:
+        """``encode`` of host codes f32[N, F] -> a new f32[N, F_enc] NumPy array.
+
+        Up to ``MAX_PADDED_ENCODED_ROWS`` rows, they are padded with rows of zeros (cut
+        from the result) to a power of two, at least ``MIN_ENCODED_ROWS``: fits and reads
+        of nearby row counts then share the compiled encoding, as the training chunk
+        shares its rows (``engine.padding``). Each row is encoded on its own, so the
+        padding changes no value."""
+        n_rows = codes.shape[0]
+        padded = n_rows
+        if n_rows <= MAX_PADDED_ENCODED_ROWS:
+            padded = max(MIN_ENCODED_ROWS, 1 << max(n_rows - 1, 0).bit_length())
+        if padded != n_rows:
+            codes = np.concatenate([codes, np.zeros((padded - n_rows, codes.shape[1]),
+                                                    codes.dtype)])
+        return np.array(self.encode(jax.device_put(codes)))[:n_rows]
 
 
 _compiled_encode = jax.jit(Encoder._encode)
+# Host rows are encoded in buckets of these sizes (``Encoder.encoded_rows``); larger data
+# keeps its row count, as the training rows do above 65,536 (``engine.padding``).
+MIN_ENCODED_ROWS = 256
+MAX_PADDED_ENCODED_ROWS = 2**16
 
 
 # Reading X on the host ---------------------------------------------------------------------
@@ -429,7 +450,7 @@ def fit_encoder(declared: Declared, X: np.ndarray, targets, why_no_targets, weig
              else np.empty((0, n_targets), np.float64)).astype(FLOAT_DTYPE)
     encoder = Encoder(jnp.asarray(categories, jnp.float32), jnp.asarray(stats),
                       tuple(columns), declared.labels)
-    encoded = np.array(encoder.encode(jnp.asarray(X)))
+    encoded = encoder.encoded_rows(X)
     for j, values in ordered.items():
         encoded[:, encoder.encoded_columns(j)] = values
     return encoder, encoded

@@ -113,7 +113,7 @@ class Dataset:
         categorical.check_one_hot_max_size(one_hot_max_size)
         continued = getattr(init_model, "encoder", None)
         if continued is not None:
-            return dataclasses.replace(self, X=np.asarray(continued.encode(jnp.asarray(self.X))),
+            return dataclasses.replace(self, X=continued.encoded_rows(self.X),
                                        encoder=continued)
         if init_model is not None and self.declared is not None:
             raise ValueError("init_model has no categorical features but X has categorical "

@@ -398,7 +398,7 @@ def encoded_everywhere(data: Dataset, objective, vector_output: bool, n_outputs:
     all_targets = gathered[2] if targets is not None else None
     encoder, all_encoded = categorical.fit_encoder(declared, all_X, all_targets, why,
                                                    gathered[1], one_hot_max_size, seed)
-    encoded = np.array(encoder.encode(X))
+    encoded = encoder.encoded_rows(np.asarray(X, FLOAT_DTYPE))
     for j in columns:  # the categorical columns' encoded values of this process's rows
         at = list(encoder.encoded_columns(j))
         encoded[:, at] = all_encoded[first:first + n_rows, at]
