@@ -15,7 +15,7 @@ import numpy as np
 from jaxgbt.core.layout import Layout, Oblivious, layout
 from jaxgbt.data import frames, sparse
 from jaxgbt.data.categorical import Encoder
-from jaxgbt.data.transfer import to_device
+from jaxgbt.data.transfer import batch_rows, to_device, zero_padded_rows
 from jaxgbt.data.validation import check_base_margin, check_predict_X, is_traced, unmasked
 from jaxgbt.explain import importance, interop, shap
 from jaxgbt.io import dump as tree_dump
@@ -192,7 +192,7 @@ class Booster:
         """``predict_raw`` (``linked=False``) or ``predict``.
 
         X read on the host (arrays, DataFrames) is padded to a bucket of rows
-        (``bucket_rows``) before it goes to the device, and the padding is cut from the
+        (``data.transfer.batch_rows``) before it goes to the device, and the padding is cut from the
         result on the host: batches of 1 to 100,000 rows then run through at most 14
         compiled programs instead of one per batch size. A device array or a traced X
         is used as it is; a scipy.sparse X is predicted in dense blocks of rows
@@ -208,12 +208,8 @@ class Booster:
         else:
             X = self.read_rows(X)
             n_rows, encoded = X.shape[0], False
-            margin = self._start_margin(base_margin, n_rows, bucket_rows(n_rows))
-            if bucket_rows(n_rows) != n_rows:
-                padded = np.zeros((bucket_rows(n_rows), X.shape[1]), np.float32)
-                padded[:n_rows] = X
-                X = padded
-            X = to_device(X, np.float32)
+            margin = self._start_margin(base_margin, n_rows, batch_rows(n_rows))
+            X = to_device(zero_padded_rows(X), np.float32)
         if not is_traced(X) and not any(is_traced(a) for a in jax.tree.leaves(self)):
             out = _compiled_margins(self._bucketed(), X, margin,
                                     np.int32(self._trees_used(n_trees)), encoded=encoded)
@@ -717,22 +713,6 @@ def _padded_to_bucket(model: Booster) -> Booster:
 
     return dataclasses.replace(model, **{name: padded(name) for name in _PADDING_TREE})
 
-
-# Prediction batches are padded to these row counts: powers of two from 16 up to 2**17,
-# then multiples of 2**16, so a batch wastes at most half its rows (a tenth from 600k
-# rows up) and a serving process compiles a handful of programs, not one per size.
-_MIN_BUCKET_ROWS = 16
-_POWER_BUCKETS_UP_TO = 2**17
-_LARGE_BUCKET_STEP = 2**16
-
-
-def bucket_rows(n_rows: int) -> int:
-    """The padded row count of a prediction batch of ``n_rows`` rows."""
-    if n_rows <= _MIN_BUCKET_ROWS:
-        return _MIN_BUCKET_ROWS
-    if n_rows <= _POWER_BUCKETS_UP_TO:
-        return 1 << (n_rows - 1).bit_length()
-    return -(-n_rows // _LARGE_BUCKET_STEP) * _LARGE_BUCKET_STEP
 _compiled_leaf_index = jax.jit(_leaf_index)
 
 

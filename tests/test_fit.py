@@ -231,9 +231,9 @@ def test_n_trees_not_a_multiple_of_the_chunk(regression_data, n_trees):
 def test_prediction_batches_share_a_few_compiled_programs(regression_data):
     # Every XLA compilation counts, the link and the encoder included: batches of 1 to 64
     # rows are padded to 16, 32 and 64 rows, one program each.
-    from jaxgbt.model import bucket_rows
+    from jaxgbt.data.transfer import batch_rows
 
-    assert [bucket_rows(n) for n in (1, 16, 17, 1000, 131072, 131073, 10**6)] == [
+    assert [batch_rows(n) for n in (1, 16, 17, 1000, 131072, 131073, 10**6)] == [
         16, 16, 32, 1024, 131072, 196608, 1048576]
     X, y = regression_data
     model = jaxgbt.fit("logistic", X, (y > 0).astype(np.float32), **SMALL)

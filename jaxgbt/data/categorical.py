@@ -41,6 +41,7 @@ import numpy as np
 from jaxgbt.core.dtypes import FLOAT_DTYPE
 from jaxgbt.data import frames, sparse
 from jaxgbt.data import validation as check
+from jaxgbt.data.transfer import zero_padded_rows
 
 NUMERIC, ONE_HOT, TARGET = "numeric", "one_hot", "target"
 # Columns of up to 64 categories one-hot: on the accuracy suite's categorical sets (columns of
@@ -173,26 +174,15 @@ class Encoder:
     def encoded_rows(self, codes: np.ndarray) -> np.ndarray:
         """``encode`` of host codes f32[N, F] -> a new f32[N, F_enc] NumPy array.
 
-        Up to ``MAX_PADDED_ENCODED_ROWS`` rows, they are padded with rows of zeros (cut
-        from the result) to a power of two, at least ``MIN_ENCODED_ROWS``: fits and reads
-        of nearby row counts then share the compiled encoding, as the training chunk
-        shares its rows (``engine.padding``). Each row is encoded on its own, so the
-        padding changes no value."""
-        n_rows = codes.shape[0]
-        padded = n_rows
-        if n_rows <= MAX_PADDED_ENCODED_ROWS:
-            padded = max(MIN_ENCODED_ROWS, 1 << max(n_rows - 1, 0).bit_length())
-        if padded != n_rows:
-            codes = np.concatenate([codes, np.zeros((padded - n_rows, codes.shape[1]),
-                                                    codes.dtype)])
-        return np.array(self.encode(jax.device_put(codes)))[:n_rows]
+        The rows are padded with zeros to a batch size (``transfer.batch_rows``, as a
+        prediction's are) and the padding cut from the result: fits and reads of nearby
+        row counts then share the compiled encoding. Each row is encoded on its own, so
+        the padding changes no value."""
+        encoded = self.encode(jax.device_put(zero_padded_rows(codes)))
+        return np.array(encoded)[:codes.shape[0]]
 
 
 _compiled_encode = jax.jit(Encoder._encode)
-# Host rows are encoded in buckets of these sizes (``Encoder.encoded_rows``); larger data
-# keeps its row count, as the training rows do above 65,536 (``engine.padding``).
-MIN_ENCODED_ROWS = 256
-MAX_PADDED_ENCODED_ROWS = 2**16
 
 
 # Reading X on the host ---------------------------------------------------------------------

@@ -16,6 +16,13 @@ import jax
 import numpy as np
 
 _ALIGNMENT = 64
+# Batches of host rows (a prediction's X, rows to encode) are padded to these row counts:
+# powers of two from 16 up to 2**17, then multiples of 2**16, so a batch wastes at most
+# half its rows (a tenth from 600k rows up) and a process compiles a handful of programs,
+# not one per size.
+_MIN_BATCH_ROWS = 16
+_POWER_BATCHES_UP_TO = 2**17
+_LARGE_BATCH_STEP = 2**16
 # Arrays smaller than this are copied in one piece: threads cost more than they save.
 _PARALLEL_BYTES = 1 << 22
 
@@ -55,3 +62,23 @@ def aligned_copy(array: np.ndarray, dtype) -> np.ndarray:
 def to_device(array, dtype) -> jax.Array:
     """``array`` as a new jax.Array of ``dtype`` on the default device, copied once."""
     return jax.device_put(aligned_copy(array, dtype))
+
+
+def batch_rows(n_rows: int) -> int:
+    """The padded row count of a batch of ``n_rows`` host rows."""
+    if n_rows <= _MIN_BATCH_ROWS:
+        return _MIN_BATCH_ROWS
+    if n_rows <= _POWER_BATCHES_UP_TO:
+        return 1 << (n_rows - 1).bit_length()
+    return -(-n_rows // _LARGE_BATCH_STEP) * _LARGE_BATCH_STEP
+
+
+def zero_padded_rows(X: np.ndarray) -> np.ndarray:
+    """X [N, ...] followed by rows of zeros up to ``batch_rows(N)`` rows (X itself when N
+    is a batch size); the caller cuts the padding's results off."""
+    n_rows = X.shape[0]
+    if batch_rows(n_rows) == n_rows:
+        return X
+    padded = np.zeros((batch_rows(n_rows),) + X.shape[1:], X.dtype)
+    padded[:n_rows] = X
+    return padded
