@@ -53,7 +53,8 @@ from jaxgbt.objectives.derivatives import newton_constant
 
 
 def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int = 6,
-        grow_policy: str = "oblivious", learning_rate=0.1, n_bins: int = 256, l2=1.0, l1=0.0,
+        grow_policy: str = "oblivious", max_leaves: int | None = None, learning_rate=0.1,
+        n_bins: int = 256, l2=1.0, l1=0.0,
         min_split_gain=0.0, min_child_weight=1.0, random_strength=1.0,
         leaf_newton_steps: int = 1, base_score=None, sample_weight=None, seed: int = 0,
         base_margin=None, eval_base_margin=None, boosting: str = "plain",
@@ -88,9 +89,12 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
         per row. Classes (``softmax``) must be the integers 0..K-1, each present.
       n_trees: T, boosting rounds.
       depth: D, levels per tree (2**D leaves).
-      grow_policy: "oblivious" (CatBoost's symmetric trees: one split per level) or
-        "depthwise" (XGBoost's level-wise growth: each node its own split); see
-        docs/training.md.
+      grow_policy: "oblivious" (CatBoost's symmetric trees: one split per level),
+        "depthwise" (XGBoost's level-wise growth: each node its own split) or
+        "lossguide" (LightGBM's leaf-wise growth: each split at the leaf whose split
+        gains most, up to ``max_leaves`` leaves and depth D); see docs/training.md.
+      max_leaves: for "lossguide", the leaves a tree grows at most, 2 to 2**D; default
+        31 (LightGBM's ``num_leaves``), or 2**D when that is fewer.
       learning_rate: shrinkage, a float or a schedule ``round -> float`` (optax).
       n_bins: B, histogram bins per feature including the missing bin, 3..256: at most
         this many; when no feature has that many distinct values the histograms are
@@ -152,7 +156,7 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
         sampled fraction of the rest.
       colsample_bytree, colsample_bylevel: fraction of features drawn per tree, and of
         those per level, in (0, 1].
-      colsample_bynode: for depthwise trees, fraction of a level's drawn features each
+      colsample_bynode: for depthwise and lossguide trees, fraction of a level's drawn features each
         node may split on, drawn per node, in (0, 1].
       monotone_constraints: per feature +1 (non-decreasing), -1 (non-increasing) or 0,
         as a sequence of length F or a dict {feature index: direction}; predictions are
@@ -222,6 +226,7 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
     kind = spec.loss_kind(objective, group)
     spec.check_run(n_trees, depth, n_bins, learning_rate, verbose)
     spec.check_mode(grow_policy, "grow_policy", GrowPolicy)
+    leaf_budget = spec.leaf_budget(max_leaves, grow_policy, depth)
     spec.check_mode(boosting, "boosting", Boosting)
     leaf_newton_steps = spec.check_leaf_newton_steps(leaf_newton_steps, objective)
     data = _training_rows(X, y, sample_weight=sample_weight, group=group,
@@ -264,7 +269,7 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
         vector_output=vector_output, learning_rate=learning_rate, row_mesh=mesh,
         chosen_curvature=curvature, kind=kind, row_sampling=row_sampling,
         column_sampling=column_sampling, subsample=subsample, n_rows=data.n_rows,
-        grow_policy=grow_policy,
+        grow_policy=grow_policy, max_leaves=leaf_budget,
         is_ordered=spec.ordered(boosting, objective, kind, curvature, mesh),
         bin_groups=None if distributed else bin_groups(
             thresholds, data.n_rows, () if sparse is None else sparse.features),

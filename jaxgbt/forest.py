@@ -63,7 +63,7 @@ class Forest(NamedTuple):
 
 
 def fit_forest(X, y, *, task: str = "regression", n_trees: int = 100, depth: int = 8,
-               grow_policy: str = "oblivious",
+               grow_policy: str = "oblivious", max_leaves: int | None = None,
                max_features: "float | str | None" = None, n_bins: int = 64,
                min_child_weight: float = 1.0, l2: float = 1e-3, seed: int = 0,
                batch_size: int | None = None) -> Forest:
@@ -84,10 +84,12 @@ def fit_forest(X, y, *, task: str = "regression", n_trees: int = 100, depth: int
       n_trees: T.
       depth: D, levels per tree (2**D leaves; oblivious trees need more levels than
         ordinary ones for the same fit).
-      grow_policy: "oblivious" or "depthwise" (each node its own split, as in
-        scikit-learn's forests but grown to a fixed depth).
+      grow_policy: "oblivious", "depthwise" (each node its own split, as in
+        scikit-learn's forests but grown to a fixed depth) or "lossguide" (each node
+        its own split, the leaf that gains most first, up to ``max_leaves`` leaves).
+      max_leaves: for "lossguide", as in ``jaxgbt.fit``.
       max_features: fraction of the features each level (oblivious) or node
-        (depthwise) may choose from, or "sqrt" for sqrt(F) of them; default: "sqrt" for
+        (depthwise, lossguide) may choose from, or "sqrt" for sqrt(F) of them; default: "sqrt" for
         classification, 1.0 for regression (scikit-learn's defaults).
       n_bins: B, histogram bins per feature including the missing bin. A forest tree
         costs about F x 2**D x B per level whatever N is, so fewer bins than for
@@ -123,7 +125,7 @@ def fit_forest(X, y, *, task: str = "regression", n_trees: int = 100, depth: int
     with ThreadPoolExecutor(max_workers=1) as pool:
         counts_program = pool.submit(_counts_program, len(seeds), X.shape[0])
         members = _grown_trees(objective, X, target, seeds, batch_size, depth, n_bins, l2,
-                               min_child_weight, start, grow_policy, colsample)
+                               min_child_weight, start, grow_policy, max_leaves, colsample)
         counts = counts_program.result()(jnp.asarray(seeds))
     model = _average(members)
     # The rows as the trees read them (categorical columns as codes, a sparse X
@@ -134,12 +136,13 @@ def fit_forest(X, y, *, task: str = "regression", n_trees: int = 100, depth: int
 
 
 def _grown_trees(objective, X, target, seeds, batch_size, depth, n_bins, l2,
-                 min_child_weight, start, grow_policy, colsample) -> Booster:
+                 min_child_weight, start, grow_policy, max_leaves, colsample) -> Booster:
     """The forest's trees: T one-round fits, vmapped over their seeds (stacked)."""
     return fit_many(objective, X, target, params={"seed": seeds}, batch_size=batch_size,
                        n_trees=1, depth=depth, n_bins=n_bins, learning_rate=1.0, l2=l2,
                        min_child_weight=min_child_weight, base_score=start,
                        sampling="poisson", subsample=1.0, grow_policy=grow_policy,
+                       max_leaves=max_leaves,
                        # A random forest's trees split on their best candidates.
                        random_strength=0.0,
                        **{layout(grow_policy).finest_colsample: colsample})

@@ -45,7 +45,8 @@ class Booster:
       objective: the Objective the model was trained with (static).
       n_features: F (static).
       vector_output: whether margins have shape (N, K) rather than (N,) (static).
-      grow_policy: "oblivious" or "depthwise", the layout of the split arrays (static).
+      grow_policy: "oblivious", "depthwise" or "lossguide" (stored as depthwise trees),
+        the layout of the split arrays (static).
       feature_names: the names of the F columns of X (a training DataFrame's, or fit's
         ``feature_names=``), or None (static). With names, ``predict`` reads a DataFrame's
         columns by name, in any order.

@@ -38,7 +38,7 @@ from jaxgbt.objectives import Objective
 # that depend on the data of one fit (weights, validation sets, categorical columns,
 # query ids, a model to continue) are arguments of ``fit`` instead, as in LightGBM.
 _FIT_SETTINGS = (
-    "n_trees", "depth", "grow_policy", "learning_rate", "n_bins", "l2", "l1",
+    "n_trees", "depth", "grow_policy", "max_leaves", "learning_rate", "n_bins", "l2", "l1",
     "min_split_gain", "min_child_weight", "random_strength", "leaf_newton_steps",
     "base_score", "seed",
     "boosting", "link",
@@ -64,7 +64,8 @@ class _JaxGBTModel(BaseEstimator):
     attributes. Subclasses set ``_default_loss`` and how labels are read."""
 
     def __init__(self, *, loss=None, n_trees: int = 200, depth: int = 6,
-                 grow_policy: str = "oblivious", learning_rate=0.1, n_bins: int = 256,
+                 grow_policy: str = "oblivious", max_leaves=None, learning_rate=0.1,
+                 n_bins: int = 256,
                  l2=1.0, l1=0.0, min_split_gain=0.0, min_child_weight=1.0,
                  random_strength=1.0, leaf_newton_steps: int = 1, base_score=None,
                  seed: int = 0, boosting: str = "plain", link=None, hessian=None,
@@ -79,6 +80,7 @@ class _JaxGBTModel(BaseEstimator):
         self.n_trees = n_trees
         self.depth = depth
         self.grow_policy = grow_policy
+        self.max_leaves = max_leaves
         self.learning_rate = learning_rate
         self.n_bins = n_bins
         self.l2 = l2

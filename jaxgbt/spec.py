@@ -19,7 +19,7 @@ import numpy as np
 
 from jaxgbt.core.config import ROW_AXIS, BoostConfig, Boosting, GrowPolicy, RowSampling
 from jaxgbt.core.constraints import interaction_sets
-from jaxgbt.core.layout import layout
+from jaxgbt.core.layout import default_max_leaves, layout
 from jaxgbt.core.round import BoostParams
 from jaxgbt.core.sampling import SamplingParams, sample_capacity
 from jaxgbt.core.split import SplitParams
@@ -224,6 +224,26 @@ def ordered(boosting: Boosting, objective: Objective, kind: LossKind, chosen_cur
     return True
 
 
+def leaf_budget(max_leaves, grow_policy: GrowPolicy, depth: int) -> int | None:
+    """The static ``BoostConfig.max_leaves``: ``max_leaves`` checked (2 to 2**depth), or
+    its default, where trees grow leaf by leaf; None for the other policies."""
+    if not layout(grow_policy).leaf_wise:
+        if max_leaves is not None:
+            raise ValueError(f"max_leaves={max_leaves!r} applies to grow_policy='lossguide' "
+                             f"(trees grown leaf by leaf); grow_policy={grow_policy!r} grows "
+                             "every node of a level. Pass grow_policy='lossguide', or leave "
+                             "max_leaves out.")
+        return None
+    if max_leaves is None:
+        return default_max_leaves(depth)
+    max_leaves = check.check_int(max_leaves, "max_leaves", 2)
+    if max_leaves > 2**depth:
+        raise ValueError(f"max_leaves={max_leaves} is more than a tree of depth={depth} can "
+                         f"hold ({2**depth} leaves). Pass max_leaves <= {2**depth}, or a "
+                         "larger depth.")
+    return max_leaves
+
+
 def sampling_methods(sampling: RowSampling, subsample, colsample_bytree, colsample_bylevel,
                      colsample_bynode, grow_policy: GrowPolicy) -> tuple[str, bool]:
     """The static row-sampling method ("none" when every row is kept) and whether
@@ -235,9 +255,9 @@ def sampling_methods(sampling: RowSampling, subsample, colsample_bytree, colsamp
 
     if layout(grow_policy).finest_colsample != "colsample_bynode" and below_one(
             colsample_bynode):
-        raise ValueError("colsample_bynode applies to grow_policy='depthwise': an oblivious "
-                         "level is one split shared by its nodes. Use colsample_bylevel, or "
-                         "grow_policy='depthwise'.")
+        raise ValueError("colsample_bynode applies to grow_policy='depthwise' or "
+                         "'lossguide': an oblivious level is one split shared by its nodes. "
+                         "Use colsample_bylevel, or grow_policy='depthwise'.")
     row_sampling = "none" if sampling == "bernoulli" and not below_one(subsample) else sampling
     return row_sampling, (below_one(colsample_bytree) or below_one(colsample_bylevel)
                           or below_one(colsample_bynode))
@@ -362,6 +382,7 @@ def build_config(objective: Objective, *, depth: int, n_bins: int, n_outputs: in
                  vector_output: bool, learning_rate, row_mesh, chosen_curvature: str,
                  kind: LossKind, row_sampling: str, column_sampling: bool, subsample,
                  n_rows: int, grow_policy: GrowPolicy, is_ordered: bool,
+                 max_leaves: int | None = None,
                  bin_groups=None, sparse_group=None, noisy_scores: bool = False,
                  leaf_newton_steps: int = 1) -> BoostConfig:
     """The static ``BoostConfig`` of a fit whose settings were checked above."""
@@ -377,5 +398,6 @@ def build_config(objective: Objective, *, depth: int, n_bins: int, n_outputs: in
                        grouped=kind != "row", leaf_quantile=objective.leaf_quantile,
                        row_sampling=row_sampling, sample_capacity=capacity,
                        column_sampling=column_sampling, grow_policy=grow_policy,
+                       max_leaves=max_leaves,
                        ordered=is_ordered, bin_groups=bin_groups, sparse_group=sparse_group,
                        score_noise=noisy_scores, leaf_newton_steps=leaf_newton_steps)

@@ -326,6 +326,55 @@ def grow_depthwise_tree(bins: np.ndarray, gh: np.ndarray, depth: int, n_bins: in
     )
 
 
+def grow_lossguide_tree(bins: np.ndarray, gh: np.ndarray, depth: int, n_bins: int,
+                        max_leaves: int, *, l2: float, l1: float = 0.0,
+                        min_split_gain: float = 0.0, min_child_weight: float = 0.0) -> Tree:
+    """One leaf-wise tree: from the root, the leaf whose ``best_split`` (from a histogram
+    of its own rows) gains most splits next, the lowest heap index on ties, until the
+    tree has ``max_leaves`` leaves or no leaf above level D gains anything. Stored as a
+    depthwise tree (heap order from 0: node i's children 2i + 1, 2i + 2): a node that
+    does not split holds the pass-through split and sends its rows left, so a row's leaf
+    is the leftmost node at level D below the leaf it stops in."""
+    bins = np.asarray(bins, np.int64)
+    n_rows = bins.shape[1]
+    node = np.zeros(n_rows, np.int64)  # heap index from 0
+    n_value_bins = n_bins - 1
+    splits = [Split(0, n_value_bins - 1, True, 0.0)] * (2**depth - 1)
+    candidates = {}  # leaf -> its best split, for leaves above level D
+
+    def search(leaf):
+        if int(np.floor(np.log2(leaf + 1))) < depth:
+            rows = node == leaf
+            hist = histogram(bins[:, rows], np.zeros(rows.sum(), np.int64), gh[rows], 1, n_bins)
+            candidates[leaf] = best_split(level_gains(hist, l2, l1, min_child_weight),
+                                          min_split_gain)
+
+    search(0)
+    for _ in range(max_leaves - 1):
+        if not candidates:  # every leaf at level D
+            break
+        leaf = min(candidates, key=lambda i: (-candidates[i].gain, i))
+        if not candidates[leaf].gain > 0:
+            break
+        split = splits[leaf] = candidates.pop(leaf)
+        for i in np.flatnonzero(node == leaf):
+            right = goes_right(bins[split.feature, i], split.split_bin, split.default_left,
+                               n_bins)
+            node[i] = 2 * leaf + 1 + int(right)
+        search(2 * leaf + 1)
+        search(2 * leaf + 2)
+    level = np.floor(np.log2(node + 1)).astype(np.int64)
+    leaf = (node + 1 - 2**level) * 2 ** (depth - level)
+    return Tree(
+        feature=np.array([s.feature for s in splits]),
+        split_bin=np.array([s.split_bin for s in splits]),
+        default_left=np.array([s.default_left for s in splits]),
+        gain=np.array([s.gain for s in splits]),
+        leaf_value=leaf_values(gh, leaf, 2**depth, l2, l1),
+        leaf=leaf,
+    )
+
+
 def predict_depthwise(X: np.ndarray, feature: np.ndarray, threshold: np.ndarray,
                       default_left: np.ndarray, leaf_value: np.ndarray,
                       base_score: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

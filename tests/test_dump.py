@@ -63,13 +63,14 @@ def through_json(record: dict) -> dict:
     return json.loads(json.dumps(record, allow_nan=False))
 
 
-@pytest.mark.parametrize("grow_policy", ["oblivious", "depthwise"])
+@pytest.mark.parametrize("grow_policy", ["oblivious", "depthwise", "lossguide"])
 def test_reader_matches_predict_raw_with_missing_values(grow_policy):
     X, y, X_test, _ = datasets.load_lightgbm_binary()
     X, X_test = X[:N_TRAIN].copy(), X_test[:N_TEST].copy()
     X[::7, 3] = np.nan
     X_test[::5, 3] = np.nan
-    model = jaxgbt.fit("logistic", X, y[:N_TRAIN], grow_policy=grow_policy, **FIT)
+    model = jaxgbt.fit("logistic", X, y[:N_TRAIN], grow_policy=grow_policy, **FIT,
+                       **dict(max_leaves=5) if grow_policy == "lossguide" else {})
     record = through_json(model.dump())
     assert record["link"] == "sigmoid" and record["grow_policy"] == grow_policy
     np.testing.assert_allclose(margins(record, X_test), model.predict_raw(X_test),

@@ -58,9 +58,12 @@ def test_oblivious_logistic_with_missing_values(oblivious, binary):
     assert not np.isnan(out["raw"]).any()
 
 
-def test_depthwise_logistic_with_missing_values(binary):
+# A lossguide tree of 5 leaves is a depthwise tree with nodes that pass rows left.
+@pytest.mark.parametrize("layout", [dict(grow_policy="depthwise"),
+                                    dict(grow_policy="lossguide", max_leaves=5)])
+def test_depthwise_logistic_with_missing_values(binary, layout):
     X, y, X_test = binary
-    model = jaxgbt.fit("logistic", X, y, grow_policy="depthwise", **FIT)
+    model = jaxgbt.fit("logistic", X, y, **layout, **FIT)
     assert_matches(model, X_test)
 
 

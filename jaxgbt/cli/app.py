@@ -105,8 +105,9 @@ NTrees = Annotated[int | None, typer.Option("--n-trees", help="Boosting rounds (
 Depth = Annotated[int | None, typer.Option("--depth", help="Levels per tree (default 6).")]
 LearningRate = Annotated[float | None, typer.Option("--learning-rate",
                                                     help="Shrinkage (default 0.1).")]
-GrowPolicy = Annotated[str | None, typer.Option("--grow-policy",
-                                                help="oblivious (default) or depthwise.")]
+GrowPolicy = Annotated[str | None, typer.Option(
+    "--grow-policy", help="oblivious (default), depthwise or lossguide (leaf by leaf; "
+                          "--set max_leaves=N, default 31).")]
 Seed = Annotated[int | None, typer.Option("--seed", help="Seeds every random choice (default 0).")]
 Categorical = Annotated[list[str] | None, typer.Option(
     "--categorical", "-c", help="A categorical column (repeat, or a,b,c). Text columns are "

@@ -19,7 +19,7 @@ ROUNDS_PER_CHUNK = 16
 ROW_AXIS = "rows"
 
 # The modes of a training program, checked once from fit's arguments (``jaxgbt.spec``).
-GrowPolicy = Literal["oblivious", "depthwise"]
+GrowPolicy = Literal["oblivious", "depthwise", "lossguide"]
 Boosting = Literal["plain", "ordered"]
 RowSampling = Literal["bernoulli", "poisson", "goss", "bayesian"]
 
@@ -67,7 +67,9 @@ class BoostConfig:
       sample_capacity: M, the row slots a sampled round grows its tree on
         (``sampling.sample_capacity``), or None to grow every tree on all rows.
       column_sampling: whether features are drawn per tree/level.
-      grow_policy: "oblivious" (one split per level) or "depthwise" (one per node).
+      grow_policy: "oblivious" (one split per level), "depthwise" (one per node) or
+        "lossguide" (one per node, the leaf that gains most split first).
+      max_leaves: the leaves a "lossguide" tree grows at most (None for the others).
       ordered: ordered boosting (``jaxgbt.core.ordered``): gradients at margins that only
         used the rows before each row in a random order; the rounds carry both margins.
       bin_groups: features whose cut points fill few bins, searched with histograms that
@@ -99,6 +101,7 @@ class BoostConfig:
     sample_capacity: int | None = None
     column_sampling: bool = False
     grow_policy: GrowPolicy = "oblivious"
+    max_leaves: int | None = None
     ordered: bool = False
     bin_groups: tuple[tuple[int, tuple[int, ...]], ...] | None = None
     sparse_group: SparseGroup | None = None

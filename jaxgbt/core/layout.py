@@ -1,8 +1,9 @@
 """Growth policies as objects: where a tree keeps its splits, and how a row walks it.
 
-``Oblivious`` and ``Depthwise`` own all that depends on the policy: split-array length,
-each level's entries, column-mask shape, which grower of ``tree.py`` runs, leaf
-re-constraining, and ``leaf_ids``, the one traversal of binned, float and blocked rows.
+``Oblivious``, ``Depthwise`` and ``Lossguide`` own all that depends on the policy:
+split-array length, each level's entries, column-mask shape, which grower of ``tree.py``
+runs, leaf re-constraining, and ``leaf_ids``, the one traversal of binned, float and
+blocked rows.
 Models and configs store the policy's name (static); ``layout(name)`` gives its object.
 """
 
@@ -16,7 +17,13 @@ import jax.numpy as jnp
 
 from jaxgbt.core.constraints import enforce_monotone
 from jaxgbt.core.split import SplitParams
-from jaxgbt.core.tree import BinnedTree, goes_right, grow_depthwise_tree, grow_tree
+from jaxgbt.core.tree import (
+    BinnedTree,
+    goes_right,
+    grow_depthwise_tree,
+    grow_lossguide_tree,
+    grow_tree,
+)
 
 # The test of one split: (values of its feature, its other per-split arrays...) -> bool,
 # True where a row takes the right branch.
@@ -35,6 +42,8 @@ class Layout(abc.ABC):
     name: ClassVar[str]
     # The fit argument that draws columns at this layout's finest grain.
     finest_colsample: ClassVar[str]
+    # Whether trees grow leaf by leaf, up to ``max_leaves`` (a fit argument for no other).
+    leaf_wise: ClassVar[bool] = False
 
     @abc.abstractmethod
     def n_splits(self, depth: int) -> int:
@@ -57,10 +66,11 @@ class Layout(abc.ABC):
     def grow(self, bins: jax.Array, gh: jax.Array, params: SplitParams, depth: int,
              n_bins: int, axis_name: str | None = None, level_allowed: jax.Array | None = None,
              interaction_sets: jax.Array | None = None, monotone: jax.Array | None = None,
-             bin_groups=None, sparse_group=None, entries=None
+             bin_groups=None, sparse_group=None, entries=None, max_leaves: int | None = None
              ) -> tuple[BinnedTree, jax.Array, tuple | None]:
         """One tree (args as ``tree.grow_tree``, ``level_allowed`` of the shape
-        ``feature_mask_shape`` gives): (tree, leaf ids i32[N], leaf bounds or None)."""
+        ``feature_mask_shape`` gives; ``max_leaves``, static, read by leaf-wise growth
+        alone): (tree, leaf ids i32[N], leaf bounds or None)."""
 
     @abc.abstractmethod
     def constrain_leaves(self, tree: BinnedTree, leaf_bounds, monotone) -> BinnedTree:
@@ -112,7 +122,7 @@ class Oblivious(Layout):
 
     def grow(self, bins, gh, params, depth, n_bins, axis_name=None, level_allowed=None,
              interaction_sets=None, monotone=None, bin_groups=None, sparse_group=None,
-             entries=None):
+             entries=None, max_leaves=None):
         tree, leaf = grow_tree(bins, gh, params, depth, n_bins, axis_name, level_allowed,
                                interaction_sets, monotone, bin_groups, sparse_group, entries)
         return tree, leaf, None
@@ -155,7 +165,7 @@ class Depthwise(Layout):
 
     def grow(self, bins, gh, params, depth, n_bins, axis_name=None, level_allowed=None,
              interaction_sets=None, monotone=None, bin_groups=None, sparse_group=None,
-             entries=None):
+             entries=None, max_leaves=None):
         return grow_depthwise_tree(bins, gh, params, depth, n_bins, axis_name, level_allowed,
                                    interaction_sets, monotone, bin_groups, sparse_group,
                                    entries)
@@ -175,6 +185,33 @@ class Depthwise(Layout):
         node = _tree_by_tree(lambda tree_splits: _top_node(x_t, tree_splits, top, right),
                              splits, x_t.shape[1:])
         return _walk_levels(x_t, splits, node, range(top, depth), right)
+
+
+@dataclasses.dataclass(frozen=True)
+class Lossguide(Depthwise):
+    """Leaf by leaf (LightGBM's best-first growth, XGBoost's ``lossguide``): each split
+    goes to the leaf it gains most at, up to ``max_leaves`` leaves and depth D. Stored,
+    masked and walked as a depthwise tree whose unsplit nodes pass rows left."""
+
+    name: ClassVar[str] = "lossguide"
+    leaf_wise: ClassVar[bool] = True
+
+    def grow(self, bins, gh, params, depth, n_bins, axis_name=None, level_allowed=None,
+             interaction_sets=None, monotone=None, bin_groups=None, sparse_group=None,
+             entries=None, max_leaves=None):
+        return grow_lossguide_tree(bins, gh, params, depth, n_bins,
+                                   default_max_leaves(depth) if max_leaves is None else max_leaves,
+                                   axis_name, level_allowed, interaction_sets, monotone,
+                                   bin_groups, sparse_group, entries)
+
+
+# LightGBM's num_leaves default, within the 2**D leaves of depth D.
+MAX_LEAVES = 31
+
+
+def default_max_leaves(depth: int) -> int:
+    """The leaves a leaf-wise tree of depth D grows when ``max_leaves`` is not given."""
+    return min(MAX_LEAVES, 2**depth)
 
 
 # Depthwise trees test every split of their first levels at once (2**6 - 1 = 63 tests a
@@ -234,12 +271,13 @@ def _walk_levels(x_t: jax.Array, splits: tuple[jax.Array, ...], node: jax.Array,
     return node
 
 
-LAYOUTS: dict[str, Layout] = {"oblivious": Oblivious(), "depthwise": Depthwise()}
+LAYOUTS: dict[str, Layout] = {"oblivious": Oblivious(), "depthwise": Depthwise(),
+                              "lossguide": Lossguide()}
 GROW_POLICIES = tuple(LAYOUTS)
 
 
 def layout(grow_policy: str) -> Layout:
-    """The layout of a growth policy's name ("oblivious" or "depthwise")."""
+    """The layout of a growth policy's name ("oblivious", "depthwise" or "lossguide")."""
     try:
         return LAYOUTS[grow_policy]
     except KeyError:
@@ -247,5 +285,6 @@ def layout(grow_policy: str) -> Layout:
 
 
 def n_splits(depth: int, grow_policy: str) -> int:
-    """M, the splits a tree of depth D stores: D (oblivious) or 2**D - 1 (depthwise)."""
+    """M, the splits a tree of depth D stores: D (oblivious) or 2**D - 1 (depthwise,
+    lossguide)."""
     return layout(grow_policy).n_splits(depth)

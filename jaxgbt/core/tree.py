@@ -29,6 +29,7 @@ from jaxgbt.core.constraints import allowed_after, enforce_monotone, split_bound
 from jaxgbt.core.histogram import with_gradients
 from jaxgbt.core.search import FeatureGroup, feature_groups, search_level
 from jaxgbt.core.split import (
+    Best,
     LevelSplit,
     SplitParams,
     best_level_candidate,
@@ -318,6 +319,184 @@ def grow_depthwise_tree(bins: jax.Array, gh: jax.Array, params: SplitParams, dep
     sums = _psum(jax.ops.segment_sum(gh, leaf, num_segments=2**depth), axis_name)
     leaf_value = leaf_weight(sums[:, :n_outputs], sums[:, n_outputs:], params)
     if leaf_bounds is not None:
+        leaf_value = jnp.clip(leaf_value, *leaf_bounds)
+    tree = BinnedTree(tree_splits.feature, tree_splits.split_bin, tree_splits.default_left,
+                      tree_splits.gain, leaf_value, leaf_cover(sums, n_outputs))
+    return tree, leaf, leaf_bounds
+
+
+class _LeafwiseState(NamedTuple):
+    """What growing a tree leaf by leaf carries from one split to the next. Nodes are
+    numbered as a heap from 1: the root is node 1, node h's children are 2h and 2h + 1,
+    and node h sits at level floor(log2 h)."""
+
+    node: jax.Array  # i32[N], each row's node
+    candidate: LevelSplit  # [2**D] (entry 0 unused): each searched node's best split
+    children: tuple | None  # with bounds: the g, h sums f32[2**D, 2K] of each candidate's children
+    is_split: jax.Array  # bool[2**D]
+    open_gain: jax.Array  # f32[2**D]: the candidate's gain of each leaf that may split, else 0
+    used: jax.Array | None  # bool[2**D, F], the features on each node's path (interaction sets)
+    bounds: tuple | None  # (lower, upper) f32[2**(D+1), K] of each node (monotone)
+    fresh: jax.Array  # i32[]: the first of the two nodes the last split made
+    n_split: jax.Array  # i32[]: splits made; max_leaves - 1 once growth has stopped
+
+
+def _heap_levels(depth: int) -> np.ndarray:
+    """i32[2**(D+1)]: the level of each node numbered from 1 (entry 0 given level 0)."""
+    return np.concatenate([[0], np.floor(np.log2(np.arange(1, 2 ** (depth + 1))))]
+                          ).astype(np.int32)
+
+
+def _pair_allowed(level_allowed: jax.Array, level: jax.Array, pair: jax.Array) -> jax.Array:
+    """bool[2, F]: the features the two nodes ``pair`` i32[2] of one level may split on,
+    from per-level bool[D, F] or per-node bool[D, 2**(D-1), F] masks."""
+    at_level = level_allowed[level]
+    if at_level.ndim == 1:
+        return jnp.broadcast_to(at_level, (2, at_level.shape[0]))
+    first = jnp.left_shift(1, level)
+    return at_level[jnp.clip(pair - first, 0, at_level.shape[0] - 1)]
+
+
+def _searched_pair(state: _LeafwiseState, search, columns, gh, params: SplitParams,
+                   level_allowed, interaction_sets, monotone, levels) -> _LeafwiseState:
+    """The state with the best splits of the two nodes the last split made (both leaves
+    of one level; before the first split, the root and the unused entry 0)."""
+    pair = state.fresh + jnp.arange(2, dtype=jnp.int32)
+    side = state.node - state.fresh
+    in_pair = (side == 0) | (side == 1)
+    allowed = _pair_allowed(level_allowed, levels[pair[1]], pair)
+    if state.used is not None:
+        allowed = allowed & jax.vmap(
+            lambda u: allowed_after(u, interaction_sets, None))(state.used[pair])
+    bounds = None if state.bounds is None else tuple(b[pair] for b in state.bounds)
+    split, children = search(columns, jnp.where(in_pair, side, 0),
+                             jnp.where(in_pair[:, None], gh, 0.0),
+                             _level_params(params, state.n_split), allowed, bounds, monotone)
+
+    def stored(table, values):
+        return jax.lax.dynamic_update_slice_in_dim(table, values, state.fresh, axis=0)
+
+    gain = jnp.where(pair > 0, split.gain, 0.0)  # entry 0 is no node
+    return state._replace(
+        candidate=jax.tree.map(stored, state.candidate, split),
+        children=None if children is None else jax.tree.map(stored, state.children, children),
+        open_gain=stored(state.open_gain, gain))
+
+
+def _split_best_leaf(state: _LeafwiseState, bins: jax.Array, n_bins: int, max_leaves: int,
+                     params: SplitParams, monotone, levels) -> _LeafwiseState:
+    """The state after splitting the leaf of the largest gain, or with growth stopped
+    when no leaf's split gains anything."""
+    h = jnp.argmax(state.open_gain).astype(jnp.int32)  # ties to the lowest node
+    do = state.open_gain[h] > 0
+    split = jax.tree.map(lambda a: a[h], state.candidate)
+    column = jax.lax.dynamic_index_in_dim(bins, split.feature, axis=0, keepdims=False)
+    right = goes_right(column, split.split_bin, split.default_left, n_bins - 1)
+    node = jnp.where(do & (state.node == h), 2 * h + right.astype(jnp.int32), state.node)
+    children = 2 * h + jnp.arange(2, dtype=jnp.int32)
+    used = state.used
+    if used is not None:
+        path = used[h].at[split.feature].set(used[h][split.feature] | do)
+        used = used.at[children].set(path, mode="drop")
+    bounds = state.bounds
+    if bounds is not None:
+        n_outputs = state.children[0].shape[1] // 2
+        left, right_sums = (sums[h][None] for sums in state.children)
+        new = split_bounds(
+            leaf_weight(left[:, :n_outputs], left[:, n_outputs:], params),
+            leaf_weight(right_sums[:, :n_outputs], right_sums[:, n_outputs:], params),
+            tuple(b[h][None] for b in bounds),
+            jnp.where(do, monotone[split.feature], 0)[None])
+        bounds = tuple(b.at[children].set(jnp.concatenate([lft, r]))
+                       for b, lft, r in zip(bounds, *new, strict=True))
+    return state._replace(
+        node=node, is_split=state.is_split.at[h].set(state.is_split[h] | do),
+        open_gain=state.open_gain.at[h].set(0.0), used=used, bounds=bounds,
+        fresh=jnp.where(do, 2 * h, state.fresh),
+        n_split=jnp.where(do, state.n_split + 1, max_leaves - 1))
+
+
+def _leaf_bounds(bounds: tuple, is_split: jax.Array, depth: int) -> tuple:
+    """(lower, upper) f32[2**D, K] of each leaf of the last level: a node that did not
+    split hands its bounds down to its children, level by level."""
+    lower, upper = bounds
+    for level in range(depth):
+        nodes = np.arange(2**level, 2 ** (level + 1))
+        keep = ~is_split[nodes][:, None]
+        for child in (2 * nodes, 2 * nodes + 1):
+            lower = lower.at[child].set(jnp.where(keep, lower[nodes], lower[child]))
+            upper = upper.at[child].set(jnp.where(keep, upper[nodes], upper[child]))
+    return lower[2**depth:], upper[2**depth:]
+
+
+def grow_lossguide_tree(bins: jax.Array, gh: jax.Array, params: SplitParams, depth: int,
+                        n_bins: int, max_leaves: int, axis_name: str | None = None,
+                        level_allowed: jax.Array | None = None,
+                        interaction_sets: jax.Array | None = None,
+                        monotone: jax.Array | None = None, bin_groups=None,
+                        sparse_group=None, entries=None
+                        ) -> tuple[BinnedTree, jax.Array, tuple | None]:
+    """Grows one tree leaf by leaf (LightGBM's best-first growth), into a depthwise
+    tree's arrays.
+
+    Each step splits the leaf whose best split gains most, until the tree has
+    ``max_leaves`` leaves, no leaf's split gains more than ``min_split_gain``, or every
+    leaf that could still split is at level D. A step searches the two leaves the last
+    split made (one histogram of their rows, two nodes wide; rows elsewhere weigh 0).
+    The tree is stored as a depthwise tree of depth D whose nodes that did not split
+    pass every row left, so prediction, explanations and files read it as one.
+
+    Args are those of ``grow_depthwise_tree``, with ``max_leaves`` (static, 2 to 2**D).
+    Column masks of a level (``level_allowed``) apply to every leaf of it; the masks of
+    node j of a level, to the j-th leaf from the left.
+
+    Returns:
+      As ``grow_depthwise_tree``: the tree (heap order), leaf ids i32[N] of the last
+      level (a leaf at level d < D is its leftmost descendant there), and leaf bounds
+      under monotone constraints.
+    """
+    n_features, n_rows = bins.shape
+    n_outputs = gh.shape[1] // 2
+    widths, columns = _split_groups(feature_groups(
+        bins, n_bins, bin_groups, sparse_group, entries and with_gradients(entries, gh)))
+    search = functools.partial(_search_node_splits_of, 2, 2, n_bins, axis_name, widths)
+    levels = jnp.asarray(_heap_levels(depth))
+    if level_allowed is None:
+        level_allowed = jnp.ones((depth, n_features), bool)
+    n_nodes = 2**depth
+    no_split = split_of(Best(gain=jnp.zeros(n_nodes, gh.dtype), index=jnp.zeros(n_nodes, jnp.int32),
+                             score=None, extra=()), n_bins - 1, params)
+    children = bounds = None
+    if monotone is not None:
+        children = (jnp.zeros((n_nodes, 2 * n_outputs), gh.dtype),) * 2
+        bounds = (jnp.full((2 * n_nodes, n_outputs), -jnp.inf, gh.dtype),
+                  jnp.full((2 * n_nodes, n_outputs), jnp.inf, gh.dtype))
+    state = _LeafwiseState(
+        node=jnp.ones(n_rows, jnp.int32), candidate=no_split, children=children,
+        is_split=jnp.zeros(n_nodes, bool), open_gain=jnp.zeros(n_nodes, gh.dtype),
+        used=None if interaction_sets is None else jnp.zeros((n_nodes, n_features), bool),
+        bounds=bounds, fresh=jnp.int32(0), n_split=jnp.int32(0))
+
+    def step(state):
+        state = jax.lax.cond(
+            levels[state.fresh + 1] < depth,
+            lambda s: _searched_pair(s, search, columns, gh, params, level_allowed,
+                                     interaction_sets, monotone, levels),
+            lambda s: s, state)
+        return _split_best_leaf(state, bins, n_bins, max_leaves, params, monotone, levels)
+
+    state = jax.lax.while_loop(lambda s: s.n_split < max_leaves - 1, step, state)
+    # Nodes that did not split (searched or not) pass every row left; entry 0 is no node.
+    tree_splits = jax.tree.map(lambda chosen, passing: jnp.where(state.is_split, chosen,
+                                                                 passing)[1:],
+                               state.candidate, no_split)
+    level = levels[state.node]
+    leaf = jnp.left_shift(state.node - jnp.left_shift(1, level), depth - level)
+    sums = _psum(jax.ops.segment_sum(gh, leaf, num_segments=2**depth), axis_name)
+    leaf_value = leaf_weight(sums[:, :n_outputs], sums[:, n_outputs:], params)
+    leaf_bounds = None
+    if bounds is not None:
+        leaf_bounds = _leaf_bounds(state.bounds, state.is_split, depth)
         leaf_value = jnp.clip(leaf_value, *leaf_bounds)
     tree = BinnedTree(tree_splits.feature, tree_splits.split_bin, tree_splits.default_left,
                       tree_splits.gain, leaf_value, leaf_cover(sums, n_outputs))

@@ -9,8 +9,10 @@ Format ``jaxgbt.model`` version 3 (documented in docs/model_format.md):
                  "sha256": {MEMBER: HEX}}
   NAME.npy      one per array of the Booster, read with allow_pickle=False
 
-A depthwise model adds the optional header field "grow_policy": "depthwise" (its split
-arrays then have one entry per node, shape (T, 2**D - 1)); files without it are oblivious.
+A depthwise or lossguide model adds the optional header field "grow_policy": "depthwise"
+or "lossguide" (its split arrays then have one entry per node, shape (T, 2**D - 1); a
+lossguide tree's nodes that did not split pass every row left); files without it are
+oblivious.
 A model with categorical features adds the optional header field "categorical", the
 arrays categories.npy and category_stats.npy, and labels.json (the category labels);
 files without them load as before. A model with column names adds the optional header

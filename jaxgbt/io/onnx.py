@@ -34,6 +34,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxgbt.core.layout import Oblivious, layout
 from jaxgbt.data import categorical
 from jaxgbt.objectives import by_name, exponential
 from jaxgbt.version import __version__
@@ -151,9 +152,9 @@ def _used_trees(model) -> tuple[np.ndarray, ...]:
 def full_tree_splits(feature: np.ndarray, grow_policy: str) -> np.ndarray:
     """[T, 2**D - 1]: per heap-order node, the index of its entry in a tree's split
     arrays (M entries): the node's level for oblivious trees, the node itself for
-    depthwise ones."""
+    depthwise and lossguide ones."""
     n_trees, n_entries = feature.shape
-    if grow_policy == "depthwise":
+    if not isinstance(layout(grow_policy), Oblivious):
         return np.broadcast_to(np.arange(n_entries), (n_trees, n_entries))
     depth = n_entries
     node = np.arange(2**depth - 1)
