@@ -1,7 +1,8 @@
 """Growing one tree on binned data, as one function of fixed shapes.
 
-This module owns the tree in bin space (``BinnedTree``, ``goes_right``) and the two
-growers, ``grow_tree`` (oblivious) and ``grow_depthwise_tree``; ``layout.py`` owns the
+This module owns the tree in bin space (``BinnedTree``, ``goes_right``) and the three
+growers, ``grow_tree`` (oblivious), ``grow_depthwise_tree`` and ``grow_lossguide_tree``
+(leaf by leaf, into a depthwise tree's arrays); ``layout.py`` owns the
 choice between them and everything else that depends on the growth policy (split-array
 lengths, column-mask shapes, the traversal from a row to its leaf).
 
