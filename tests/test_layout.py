@@ -12,7 +12,15 @@ from numpy.testing import assert_array_equal
 from jaxgbt import model as model_module
 from jaxgbt import objectives
 from jaxgbt.core.config import GrowPolicy
-from jaxgbt.core.layout import GROW_POLICIES, LAYOUTS, Depthwise, Oblivious, layout, n_splits
+from jaxgbt.core.layout import (
+    GROW_POLICIES,
+    LAYOUTS,
+    Depthwise,
+    Lossguide,
+    Oblivious,
+    layout,
+    n_splits,
+)
 from jaxgbt.core.tree import BinnedTree
 from jaxgbt.model import Booster
 
@@ -93,9 +101,13 @@ def test_n_splits_and_depth_of_are_inverse(grow_policy):
 
 
 def test_layouts_are_static_values_named_by_their_policy():
-    assert tuple(LAYOUTS) == GROW_POLICIES == ("oblivious", "depthwise")
+    assert tuple(LAYOUTS) == GROW_POLICIES == ("oblivious", "depthwise", "lossguide")
     assert isinstance(layout("oblivious"), Oblivious)
     assert isinstance(layout("depthwise"), Depthwise)
+    # Leaf-wise trees are stored, masked and walked as depthwise ones; only growth differs.
+    assert isinstance(layout("lossguide"), Lossguide) and isinstance(layout("lossguide"), Depthwise)
+    assert layout("lossguide").leaf_wise and not layout("depthwise").leaf_wise
+    assert Lossguide() != Depthwise()
     for name in GROW_POLICIES:
         assert layout(name).name == name
         assert layout(name) == type(layout(name))()
