@@ -15,7 +15,7 @@ from test_tree import CASES, DEPTH, N_BINS, _binned_problem, _features, _split_p
 from test_tree import _assert_same_tree as assert_same_tree
 
 import jaxgbt
-from jaxgbt.core.tree import grow_lossguide_tree
+from jaxgbt.core.tree import WINDOW_MIN_ROWS, grow_lossguide_tree, window_sizes
 from jaxgbt.data.binning import apply_bins, compute_thresholds
 
 _grow = jax.jit(grow_lossguide_tree,
@@ -64,6 +64,20 @@ def test_every_leaf_allowed_equals_depthwise_with_constraints_and_node_sampling(
     depthwise = jaxgbt.fit("squared_error", X, y, grow_policy="depthwise", **kwargs)
     lossguide = jaxgbt.fit("squared_error", X, y, grow_policy="lossguide",
                            max_leaves=2 ** SMALL["depth"], **kwargs)
+    for name in ("feature", "threshold", "default_left", "split_gain", "leaf_value", "cover"):
+        assert_array_equal(np.asarray(getattr(lossguide, name)),
+                           np.asarray(getattr(depthwise, name)), err_msg=name)
+
+
+def test_leaves_searched_in_windows_of_the_row_order_give_the_same_trees():
+    # From 4 x WINDOW_MIN_ROWS rows a step reads its leaves' rows from a window of the
+    # rows grouped by leaf, each leaf's in row order: the same sums, the same floats.
+    X, y = make_regression(15, n_rows=4 * WINDOW_MIN_ROWS)
+    assert window_sizes(len(X)) == [len(X), WINDOW_MIN_ROWS]
+    kwargs = dict(SMALL, n_trees=4, depth=5, random_strength=0.0)
+    depthwise = jaxgbt.fit("squared_error", X, y, grow_policy="depthwise", **kwargs)
+    lossguide = jaxgbt.fit("squared_error", X, y, grow_policy="lossguide", max_leaves=32,
+                           **kwargs)
     for name in ("feature", "threshold", "default_left", "split_gain", "leaf_value", "cover"):
         assert_array_equal(np.asarray(getattr(lossguide, name)),
                            np.asarray(getattr(depthwise, name)), err_msg=name)

@@ -332,6 +332,12 @@ class _LeafwiseState(NamedTuple):
     and node h sits at level floor(log2 h)."""
 
     node: jax.Array  # i32[N], each row's node
+    # i32[N]: the rows grouped by node, each node's rows in row order, and each node's
+    # first place in it and number of rows, i32[2**(D+1)]: a node's rows are
+    # order[start:start + count], its left child's rows first.
+    order: jax.Array
+    start: jax.Array
+    count: jax.Array
     candidate: LevelSplit  # [2**D] (entry 0 unused): each searched node's best split
     children: tuple | None  # with bounds: the g, h sums f32[2**D, 2K] of each candidate's children
     is_split: jax.Array  # bool[2**D]
@@ -340,6 +346,43 @@ class _LeafwiseState(NamedTuple):
     bounds: tuple | None  # (lower, upper) f32[2**(D+1), K] of each node (monotone)
     fresh: jax.Array  # i32[]: the first of the two nodes the last split made
     n_split: jax.Array  # i32[]: splits made; max_leaves - 1 once growth has stopped
+
+
+# A leaf-wise step searches the rows of two leaves. Their histogram summed over all N
+# rows (those of other leaves weighing 0) made a tree of L leaves cost L - 1 passes over
+# the data: 5.4x LightGBM's time a tree at 200,000 rows and 63 leaves. The rows are kept
+# grouped by leaf instead (``_LeafwiseState.order``), and a step reads a window of that
+# order holding the pair's rows, the smallest of a few sizes (N, N/4, N/16, ... down to
+# this), each size a branch compiled on its own (docs/benchmarks.md, "Leaf-wise trees").
+WINDOW_MIN_ROWS = 4096
+
+
+def window_sizes(n_rows: int) -> list[int]:
+    """The window sizes, largest first, a leaf-wise step is compiled for: N, then a
+    quarter of the last while that is at least ``WINDOW_MIN_ROWS``."""
+    sizes = [n_rows]
+    while sizes[-1] // 4 >= WINDOW_MIN_ROWS:
+        sizes.append(-(-sizes[-1] // 4))
+    return sizes
+
+
+def _in_window(sizes: list[int], first: jax.Array, count: jax.Array, window):
+    """``window(size, offset, rows_in)`` for the smallest of ``sizes`` that holds the
+    places [first, first + count) of the row order: offset, the window's first place (it
+    ends at N at the latest), and rows_in bool[size], the places in that range."""
+    n_rows = sizes[0]
+
+    def branch(size):
+        def run(_):
+            offset = jnp.minimum(first, n_rows - size)
+            place = offset + jnp.arange(size, dtype=jnp.int32)
+            return window(size, offset, (place >= first) & (place < first + count))
+        return run
+
+    if len(sizes) == 1:
+        return branch(n_rows)(None)
+    smallest = jnp.sum(jnp.asarray(sizes) >= count) - 1
+    return jax.lax.switch(smallest, [branch(size) for size in sizes], None)
 
 
 def _heap_levels(depth: int) -> np.ndarray:
@@ -359,20 +402,36 @@ def _pair_allowed(level_allowed: jax.Array, level: jax.Array, pair: jax.Array) -
 
 
 def _searched_pair(state: _LeafwiseState, search, columns, gh, params: SplitParams,
-                   level_allowed, interaction_sets, monotone, levels) -> _LeafwiseState:
+                   level_allowed, interaction_sets, monotone, levels,
+                   sizes: list[int]) -> _LeafwiseState:
     """The state with the best splits of the two nodes the last split made (both leaves
-    of one level; before the first split, the root and the unused entry 0)."""
+    of one level; before the first split, the root and the unused entry 0), from the
+    window of the row order that holds their rows."""
     pair = state.fresh + jnp.arange(2, dtype=jnp.int32)
-    side = state.node - state.fresh
-    in_pair = (side == 0) | (side == 1)
+    first, n_left = state.start[state.fresh], state.count[state.fresh]
+    step_params = _level_params(params, state.n_split)
+
+    def window(size, offset, in_pair):
+        if size == gh.shape[0]:  # every row, in row order; those of other leaves weigh 0
+            side = state.node - state.fresh
+            in_pair = (side == 0) | (side == 1)
+            return search(columns, jnp.where(in_pair, side, 0),
+                          jnp.where(in_pair[:, None], gh, 0.0), step_params, allowed,
+                          bounds, monotone)
+        # The left leaf's rows come first, each leaf's in row order: every (node, bin)
+        # sum adds its rows in the order a pass over all rows would, the same floats.
+        rows = jax.lax.dynamic_slice_in_dim(state.order, offset, size)
+        side = (offset + jnp.arange(size, dtype=jnp.int32) >= first + n_left).astype(jnp.int32)
+        return search(tuple(jnp.take(c, rows, axis=1) for c in columns),
+                      jnp.where(in_pair, side, 0), jnp.where(in_pair[:, None], gh[rows], 0.0),
+                      step_params, allowed, bounds, monotone)
+
     allowed = _pair_allowed(level_allowed, levels[pair[1]], pair)
     if state.used is not None:
         allowed = allowed & jax.vmap(
             lambda u: allowed_after(u, interaction_sets, None))(state.used[pair])
     bounds = None if state.bounds is None else tuple(b[pair] for b in state.bounds)
-    split, children = search(columns, jnp.where(in_pair, side, 0),
-                             jnp.where(in_pair[:, None], gh, 0.0),
-                             _level_params(params, state.n_split), allowed, bounds, monotone)
+    split, children = _in_window(sizes, first, n_left + state.count[state.fresh + 1], window)
 
     def stored(table, values):
         return jax.lax.dynamic_update_slice_in_dim(table, values, state.fresh, axis=0)
@@ -384,16 +443,45 @@ def _searched_pair(state: _LeafwiseState, search, columns, gh, params: SplitPara
         open_gain=stored(state.open_gain, gain))
 
 
+def _partitioned(state: _LeafwiseState, h: jax.Array, do: jax.Array, split: LevelSplit,
+                 bins: jax.Array, n_bins: int, sizes: list[int]) -> _LeafwiseState:
+    """The state with leaf h's rows moved to its children (when ``do``): their node ids,
+    and h's places in the row order split stably, the left child's rows first."""
+    first, count = state.start[h], state.count[h]
+
+    def window(size, offset, in_leaf):
+        rows = jax.lax.dynamic_slice_in_dim(state.order, offset, size)
+        column = jnp.take(jax.lax.dynamic_index_in_dim(bins, split.feature, axis=0,
+                                                       keepdims=False), rows)
+        right = goes_right(column, split.split_bin, split.default_left, n_bins - 1)
+        moved = in_leaf & do
+        left_rank = jnp.cumsum(moved & ~right, dtype=jnp.int32) - 1
+        right_rank = jnp.cumsum(moved & right, dtype=jnp.int32) - 1
+        n_left = left_rank[-1] + 1
+        place = jnp.where(right, first + n_left + right_rank, first + left_rank) - offset
+        order = rows.at[jnp.where(moved, place, size)].set(rows, mode="drop")
+        node = state.node.at[jnp.where(moved, rows, state.node.shape[0])].set(
+            2 * h + right.astype(jnp.int32), mode="drop")
+        return jax.lax.dynamic_update_slice_in_dim(state.order, order, offset, 0), node, n_left
+
+    order, node, n_left = _in_window(sizes, first, count, window)
+    children = 2 * h + jnp.arange(2, dtype=jnp.int32)
+    n_left = jnp.where(do, n_left, count)
+    return state._replace(
+        order=order, node=node,
+        start=state.start.at[children].set(jnp.stack([first, first + n_left]), mode="drop"),
+        count=state.count.at[children].set(jnp.stack([n_left, count - n_left]), mode="drop"))
+
+
 def _split_best_leaf(state: _LeafwiseState, bins: jax.Array, n_bins: int, max_leaves: int,
-                     params: SplitParams, monotone, levels) -> _LeafwiseState:
+                     params: SplitParams, monotone, levels, sizes: list[int]
+                     ) -> _LeafwiseState:
     """The state after splitting the leaf of the largest gain, or with growth stopped
     when no leaf's split gains anything."""
     h = jnp.argmax(state.open_gain).astype(jnp.int32)  # ties to the lowest node
     do = state.open_gain[h] > 0
     split = jax.tree.map(lambda a: a[h], state.candidate)
-    column = jax.lax.dynamic_index_in_dim(bins, split.feature, axis=0, keepdims=False)
-    right = goes_right(column, split.split_bin, split.default_left, n_bins - 1)
-    node = jnp.where(do & (state.node == h), 2 * h + right.astype(jnp.int32), state.node)
+    state = _partitioned(state, h, do, split, bins, n_bins, sizes)
     children = 2 * h + jnp.arange(2, dtype=jnp.int32)
     used = state.used
     if used is not None:
@@ -411,7 +499,7 @@ def _split_best_leaf(state: _LeafwiseState, bins: jax.Array, n_bins: int, max_le
         bounds = tuple(b.at[children].set(jnp.concatenate([lft, r]))
                        for b, lft, r in zip(bounds, *new, strict=True))
     return state._replace(
-        node=node, is_split=state.is_split.at[h].set(state.is_split[h] | do),
+        is_split=state.is_split.at[h].set(state.is_split[h] | do),
         open_gain=state.open_gain.at[h].set(0.0), used=used, bounds=bounds,
         fresh=jnp.where(do, 2 * h, state.fresh),
         n_split=jnp.where(do, state.n_split + 1, max_leaves - 1))
@@ -443,7 +531,8 @@ def grow_lossguide_tree(bins: jax.Array, gh: jax.Array, params: SplitParams, dep
     Each step splits the leaf whose best split gains most, until the tree has
     ``max_leaves`` leaves, no leaf's split gains more than ``min_split_gain``, or every
     leaf that could still split is at level D. A step searches the two leaves the last
-    split made (one histogram of their rows, two nodes wide; rows elsewhere weigh 0).
+    split made: one histogram of their rows, two nodes wide, read from the smallest
+    window of the rows grouped by leaf that holds them (``window_sizes``).
     The tree is stored as a depthwise tree of depth D whose nodes that did not split
     pass every row left, so prediction, explanations and files read it as one.
 
@@ -461,6 +550,10 @@ def grow_lossguide_tree(bins: jax.Array, gh: jax.Array, params: SplitParams, dep
     widths, columns = _split_groups(feature_groups(
         bins, n_bins, bin_groups, sparse_group, entries and with_gradients(entries, gh)))
     search = functools.partial(_search_node_splits_of, 2, 2, n_bins, axis_name, widths)
+    sizes = window_sizes(n_rows)
+    # Rows split over devices are searched whole: each device would pick a window of its
+    # own around the histogram's all-reduce. Sparse entries are listed by row, not taken.
+    search_sizes_ = sizes if axis_name is None and sparse_group is None else [n_rows]
     levels = jnp.asarray(_heap_levels(depth))
     if level_allowed is None:
         level_allowed = jnp.ones((depth, n_features), bool)
@@ -472,8 +565,13 @@ def grow_lossguide_tree(bins: jax.Array, gh: jax.Array, params: SplitParams, dep
         children = (jnp.zeros((n_nodes, 2 * n_outputs), gh.dtype),) * 2
         bounds = (jnp.full((2 * n_nodes, n_outputs), -jnp.inf, gh.dtype),
                   jnp.full((2 * n_nodes, n_outputs), jnp.inf, gh.dtype))
+    # Positions and counts of nodes up to level D (children of level D - 1's leaves);
+    # entry 0 (no node) holds no rows, and the root holds them all.
+    start = jnp.zeros(2 * n_nodes, jnp.int32)
+    count = jnp.zeros(2 * n_nodes, jnp.int32).at[1].set(n_rows)
     state = _LeafwiseState(
-        node=jnp.ones(n_rows, jnp.int32), candidate=no_split, children=children,
+        node=jnp.ones(n_rows, jnp.int32), order=jnp.arange(n_rows, dtype=jnp.int32),
+        start=start, count=count, candidate=no_split, children=children,
         is_split=jnp.zeros(n_nodes, bool), open_gain=jnp.zeros(n_nodes, gh.dtype),
         used=None if interaction_sets is None else jnp.zeros((n_nodes, n_features), bool),
         bounds=bounds, fresh=jnp.int32(0), n_split=jnp.int32(0))
@@ -482,9 +580,10 @@ def grow_lossguide_tree(bins: jax.Array, gh: jax.Array, params: SplitParams, dep
         state = jax.lax.cond(
             levels[state.fresh + 1] < depth,
             lambda s: _searched_pair(s, search, columns, gh, params, level_allowed,
-                                     interaction_sets, monotone, levels),
+                                     interaction_sets, monotone, levels, search_sizes_),
             lambda s: s, state)
-        return _split_best_leaf(state, bins, n_bins, max_leaves, params, monotone, levels)
+        return _split_best_leaf(state, bins, n_bins, max_leaves, params, monotone, levels,
+                                sizes)
 
     state = jax.lax.while_loop(lambda s: s.n_split < max_leaves - 1, step, state)
     # Nodes that did not split (searched or not) pass every row left; entry 0 is no node.
