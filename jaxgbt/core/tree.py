@@ -414,9 +414,9 @@ def _searched_pair(state: _LeafwiseState, search, columns, gh, params: SplitPara
     def window(size, offset, in_pair):
         if size == gh.shape[0]:  # every row, in row order; those of other leaves weigh 0
             side = state.node - state.fresh
-            in_pair = (side == 0) | (side == 1)
-            return search(columns, jnp.where(in_pair, side, 0),
-                          jnp.where(in_pair[:, None], gh, 0.0), step_params, allowed,
+            of_pair = (side == 0) | (side == 1)
+            return search(columns, jnp.where(of_pair, side, 0),
+                          jnp.where(of_pair[:, None], gh, 0.0), step_params, allowed,
                           bounds, monotone)
         # The left leaf's rows come first, each leaf's in row order: every (node, bin)
         # sum adds its rows in the order a pass over all rows would, the same floats.
@@ -550,10 +550,10 @@ def grow_lossguide_tree(bins: jax.Array, gh: jax.Array, params: SplitParams, dep
     widths, columns = _split_groups(feature_groups(
         bins, n_bins, bin_groups, sparse_group, entries and with_gradients(entries, gh)))
     search = functools.partial(_search_node_splits_of, 2, 2, n_bins, axis_name, widths)
-    sizes = window_sizes(n_rows)
+    windows = window_sizes(n_rows)
     # Rows split over devices are searched whole: each device would pick a window of its
     # own around the histogram's all-reduce. Sparse entries are listed by row, not taken.
-    search_sizes_ = sizes if axis_name is None and sparse_group is None else [n_rows]
+    search_windows = windows if axis_name is None and sparse_group is None else [n_rows]
     levels = jnp.asarray(_heap_levels(depth))
     if level_allowed is None:
         level_allowed = jnp.ones((depth, n_features), bool)
@@ -580,10 +580,10 @@ def grow_lossguide_tree(bins: jax.Array, gh: jax.Array, params: SplitParams, dep
         state = jax.lax.cond(
             levels[state.fresh + 1] < depth,
             lambda s: _searched_pair(s, search, columns, gh, params, level_allowed,
-                                     interaction_sets, monotone, levels, search_sizes_),
+                                     interaction_sets, monotone, levels, search_windows),
             lambda s: s, state)
         return _split_best_leaf(state, bins, n_bins, max_leaves, params, monotone, levels,
-                                sizes)
+                                windows)
 
     state = jax.lax.while_loop(lambda s: s.n_split < max_leaves - 1, step, state)
     # Nodes that did not split (searched or not) pass every row left; entry 0 is no node.
