@@ -230,6 +230,19 @@ def leaf_values(gh: np.ndarray, leaf: np.ndarray, n_leaves: int, l2: float,
     return values
 
 
+def _tree_of(splits: list[Split], gh: np.ndarray, leaf: np.ndarray, n_leaves: int, l2: float,
+             l1: float) -> Tree:
+    """A Tree of the splits (in the layout's order) and each row's leaf i64[N]."""
+    return Tree(
+        feature=np.array([s.feature for s in splits]),
+        split_bin=np.array([s.split_bin for s in splits]),
+        default_left=np.array([s.default_left for s in splits]),
+        gain=np.array([s.gain for s in splits]),
+        leaf_value=leaf_values(gh, leaf, n_leaves, l2, l1),
+        leaf=leaf,
+    )
+
+
 def grow_tree(bins: np.ndarray, gh: np.ndarray, depth: int, n_bins: int, *, l2: float,
               l1: float = 0.0, min_split_gain: float = 0.0,
               min_child_weight: float = 0.0) -> Tree:
@@ -255,14 +268,7 @@ def grow_tree(bins: np.ndarray, gh: np.ndarray, depth: int, n_bins: int, *, l2: 
     leaf = np.zeros(n_rows, np.int64)
     for d in range(depth):
         leaf += rights[d] * 2 ** (depth - 1 - d)
-    return Tree(
-        feature=np.array([s.feature for s in splits]),
-        split_bin=np.array([s.split_bin for s in splits]),
-        default_left=np.array([s.default_left for s in splits]),
-        gain=np.array([s.gain for s in splits]),
-        leaf_value=leaf_values(gh, leaf, 2**depth, l2, l1),
-        leaf=leaf,
-    )
+    return _tree_of(splits, gh, leaf, 2**depth, l2, l1)
 
 
 def predict(X: np.ndarray, feature: np.ndarray, threshold: np.ndarray,
@@ -316,14 +322,7 @@ def grow_depthwise_tree(bins: np.ndarray, gh: np.ndarray, depth: int, n_bins: in
                                n_bins)
             new_node[i] = 2 * node[i] + int(right)
         node = new_node
-    return Tree(
-        feature=np.array([s.feature for s in splits]),
-        split_bin=np.array([s.split_bin for s in splits]),
-        default_left=np.array([s.default_left for s in splits]),
-        gain=np.array([s.gain for s in splits]),
-        leaf_value=leaf_values(gh, node, 2**depth, l2, l1),
-        leaf=node,
-    )
+    return _tree_of(splits, gh, node, 2**depth, l2, l1)
 
 
 def grow_lossguide_tree(bins: np.ndarray, gh: np.ndarray, depth: int, n_bins: int,
@@ -365,14 +364,7 @@ def grow_lossguide_tree(bins: np.ndarray, gh: np.ndarray, depth: int, n_bins: in
         search(2 * leaf + 2)
     level = np.floor(np.log2(node + 1)).astype(np.int64)
     leaf = (node + 1 - 2**level) * 2 ** (depth - level)
-    return Tree(
-        feature=np.array([s.feature for s in splits]),
-        split_bin=np.array([s.split_bin for s in splits]),
-        default_left=np.array([s.default_left for s in splits]),
-        gain=np.array([s.gain for s in splits]),
-        leaf_value=leaf_values(gh, leaf, 2**depth, l2, l1),
-        leaf=leaf,
-    )
+    return _tree_of(splits, gh, leaf, 2**depth, l2, l1)
 
 
 def predict_depthwise(X: np.ndarray, feature: np.ndarray, threshold: np.ndarray,

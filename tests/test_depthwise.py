@@ -54,13 +54,20 @@ def test_grow_depthwise_tree_matches_reference_float64():
     _assert_same_tree(tree, leaf, expected, rtol=1e-10, atol=1e-12)
 
 
-@pytest.fixture(scope="module")
-def fitted():
-    """A depthwise squared-error model on features with NaN, with weights and l1/l2."""
+def features_and_labels():
+    """Features with NaN (``test_tree._features``) and labels y = 2 x0 - x1 x2 + noise,
+    f32[N, F] and f32[N], and the generator that drew the noise, for further draws."""
     X = _features(seed=3)
     rng = np.random.default_rng(4)
     x = np.nan_to_num(X, nan=0.0)
     y = (2 * x[:, 0] - x[:, 1] * x[:, 2] + 0.3 * rng.normal(size=len(X))).astype(np.float32)
+    return X, y, rng
+
+
+@pytest.fixture(scope="module")
+def fitted():
+    """A depthwise squared-error model on features with NaN, with weights and l1/l2."""
+    X, y, rng = features_and_labels()
     weight = rng.uniform(0.5, 2.0, len(X)).astype(np.float32)
     model = jaxgbt.fit("squared_error", X, y, n_trees=3, depth=DEPTH, n_bins=N_BINS,
                        learning_rate=0.3, sample_weight=weight, l2=1.0, l1=0.5,
@@ -265,21 +272,29 @@ def test_checkpoint_resume_equals_uninterrupted(tmp_path):
     assert_array_equal(np.asarray(resumed.leaf_value), np.asarray(whole.leaf_value))
 
 
-def test_fit_many_members_equal_single_fits():
+# Leaf-wise trees (5 of 8 leaves) grow in a while loop: vmapped and under shard_map too.
+BOTH_POLICIES = pytest.mark.parametrize(
+    "kwargs", [DEPTHWISE, dict(SMALL, grow_policy="lossguide", max_leaves=5)],
+    ids=["depthwise", "lossguide"])
+
+
+@BOTH_POLICIES
+def test_fit_many_members_equal_single_fits(kwargs):
     X, y = make_regression(12)
-    stacked = jaxgbt.fit_many("squared_error", X, y, params={"l2": [0.5, 4.0]}, **DEPTHWISE)
+    stacked = jaxgbt.fit_many("squared_error", X, y, params={"l2": [0.5, 4.0]}, **kwargs)
     for i, l2 in enumerate([0.5, 4.0]):
-        single = jaxgbt.fit("squared_error", X, y, l2=l2, **DEPTHWISE)
+        single = jaxgbt.fit("squared_error", X, y, l2=l2, **kwargs)
         assert_allclose(np.asarray(stacked[i].leaf_value), np.asarray(single.leaf_value),
                         atol=1e-6)
-        assert stacked[i].grow_policy == "depthwise"
+        assert stacked[i].grow_policy == kwargs["grow_policy"]
 
 
 @two_devices
-def test_row_sharding_equals_one_device():
+@BOTH_POLICIES
+def test_row_sharding_equals_one_device(kwargs):
     X, y = make_regression(13)
-    one = jaxgbt.fit("squared_error", X, y, **DEPTHWISE)
-    two = jaxgbt.fit("squared_error", X, y, devices="all", **DEPTHWISE)
+    one = jaxgbt.fit("squared_error", X, y, **kwargs)
+    two = jaxgbt.fit("squared_error", X, y, devices="all", **kwargs)
     assert_array_equal(np.asarray(one.feature), np.asarray(two.feature))
     assert_allclose(np.asarray(one.leaf_value), np.asarray(two.leaf_value), atol=1e-5)
 

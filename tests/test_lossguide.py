@@ -1,17 +1,18 @@
 """grow_policy="lossguide": trees grown leaf by leaf, against the float64 NumPy reference,
 against depthwise trees where every leaf may split, and through the paths a model takes
-(predict, files, SHAP, soft trees, constraints, fit_many, row sharding, estimators)."""
+(predict, files, SHAP, soft trees, constraints; fit_many and row sharding are in
+test_depthwise.py)."""
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 import reference
-from conftest import SMALL, make_regression, two_devices
+from conftest import SMALL, make_regression
 from numpy.testing import assert_allclose, assert_array_equal
 from test_constraints import _violations
-from test_depthwise import _paths
-from test_tree import CASES, DEPTH, N_BINS, _binned_problem, _features, _split_params
+from test_depthwise import _paths, features_and_labels
+from test_tree import CASES, DEPTH, N_BINS, _binned_problem, _split_params
 from test_tree import _assert_same_tree as assert_same_tree
 
 import jaxgbt
@@ -86,10 +87,7 @@ def test_leaves_searched_in_windows_of_the_row_order_give_the_same_trees():
 @pytest.fixture(scope="module")
 def fitted():
     """A lossguide squared-error model (5 leaves of at most 8) on features with NaN."""
-    X = _features(seed=3)
-    rng = np.random.default_rng(4)
-    x = np.nan_to_num(X, nan=0.0)
-    y = (2 * x[:, 0] - x[:, 1] * x[:, 2] + 0.3 * rng.normal(size=len(X))).astype(np.float32)
+    X, y, _ = features_and_labels()
     model = jaxgbt.fit("squared_error", X, y, n_trees=3, depth=DEPTH, n_bins=N_BINS,
                        learning_rate=0.3, l2=1.0, grow_policy="lossguide", max_leaves=5,
                        random_strength=0.0)  # the reference ranks by gain, without noise
@@ -143,25 +141,6 @@ def test_monotone_and_interaction_constraints_hold(wavy_data):
     for t in range(model.n_trees):
         for used in _paths(model, t):
             assert any(used <= set(s) for s in sets), used
-
-
-def test_fit_many_members_equal_single_fits():
-    X, y = make_regression(12)
-    stacked = jaxgbt.fit_many("squared_error", X, y, params={"l2": [0.5, 4.0]}, **LOSSGUIDE)
-    for i, l2 in enumerate([0.5, 4.0]):
-        single = jaxgbt.fit("squared_error", X, y, l2=l2, **LOSSGUIDE)
-        assert_allclose(np.asarray(stacked[i].leaf_value), np.asarray(single.leaf_value),
-                        atol=1e-6)
-        assert stacked[i].grow_policy == "lossguide"
-
-
-@two_devices
-def test_row_sharding_equals_one_device():
-    X, y = make_regression(13)
-    one = jaxgbt.fit("squared_error", X, y, **LOSSGUIDE)
-    two = jaxgbt.fit("squared_error", X, y, devices="all", **LOSSGUIDE)
-    assert_array_equal(np.asarray(one.feature), np.asarray(two.feature))
-    assert_allclose(np.asarray(one.leaf_value), np.asarray(two.leaf_value), atol=1e-5)
 
 
 def test_fewer_leaves_fit_less_and_the_budget_is_checked():
