@@ -15,7 +15,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxgbt import spec
-from jaxgbt.core.config import BoostConfig, Boosting, GrowPolicy
+from jaxgbt.core.config import BoostConfig, Boosting, GrowPolicy, ScoreFunction
 from jaxgbt.core.ordered import compiled_row_order
 from jaxgbt.core.round import BoostParams, TrainData
 from jaxgbt.data import categorical
@@ -56,7 +56,8 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
         grow_policy: str = "oblivious", max_leaves: int | None = None, learning_rate=0.1,
         n_bins: int = 256, l2=1.0, l1=0.0,
         min_split_gain=0.0, min_child_weight=1.0, random_strength=1.0,
-        leaf_newton_steps: int = 1, base_score=None, sample_weight=None, seed: int = 0,
+        score_function: str = "l2", leaf_newton_steps: int = 1, base_score=None,
+        sample_weight=None, seed: int = 0,
         base_margin=None, eval_base_margin=None, boosting: str = "plain",
         n_outputs: int | None = None, link: Link | None = None, hessian: str | None = None,
         hessian_floor=0.0, group=None, subsample=1.0, sampling: str = "bernoulli",
@@ -110,6 +111,11 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
         the spread of the round's gradients, decaying as the rounds times their
         learning rates pass log N (``jaxgbt.core.split.ScoreNoise``). Drawn from
         ``seed``; sweepable. See docs/training.md.
+      score_function: what candidate splits are ranked by: "l2" (the default), their
+        gain, XGBoost's and LightGBM's criterion; "cosine", CatBoost's default score,
+        the cosine between the leaf values a split gives the rows and their negative
+        gradients (``jaxgbt.core.split.cosine_scores``). Either way the gain is what
+        ``min_split_gain``, importances and the dump report. See docs/training.md.
       leaf_newton_steps: Newton steps per leaf value (CatBoost's
         ``leaf_estimation_iterations``; >= 1). After the first, each takes the
         derivatives again at the margins the leaf values so far lead to, so a leaf
@@ -228,6 +234,7 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
     spec.check_mode(grow_policy, "grow_policy", GrowPolicy)
     leaf_budget = spec.leaf_budget(max_leaves, grow_policy, depth)
     spec.check_mode(boosting, "boosting", Boosting)
+    spec.check_mode(score_function, "score_function", ScoreFunction)
     leaf_newton_steps = spec.check_leaf_newton_steps(leaf_newton_steps, objective)
     data = _training_rows(X, y, sample_weight=sample_weight, group=group,
                           categorical_features=categorical_features, objective=objective,
@@ -274,7 +281,8 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
         bin_groups=None if distributed else bin_groups(
             thresholds, data.n_rows, () if sparse is None else sparse.features),
         sparse_group=sparse,
-        noisy_scores=spec.score_noise(random_strength), leaf_newton_steps=leaf_newton_steps)
+        noisy_scores=spec.score_noise(random_strength), score_function=score_function,
+        leaf_newton_steps=leaf_newton_steps)
     check_fit_memory(data.n_rows, data.n_columns, config.n_bins, depth, n_outputs,
                      [jax.devices()[0]] if mesh is None else list(mesh.local_devices),
                      ordered=config.ordered, gathered_rows=config.sample_capacity)

@@ -384,7 +384,7 @@ def build_config(objective: Objective, *, depth: int, n_bins: int, n_outputs: in
                  n_rows: int, grow_policy: GrowPolicy, is_ordered: bool,
                  max_leaves: int | None = None,
                  bin_groups=None, sparse_group=None, noisy_scores: bool = False,
-                 leaf_newton_steps: int = 1) -> BoostConfig:
+                 leaf_newton_steps: int = 1, score_function: str = "l2") -> BoostConfig:
     """The static ``BoostConfig`` of a fit whose settings were checked above."""
     # Sampled rounds grow their trees on the drawn rows alone when their number has a
     # bound known now (``core.sampling``); on one device, outside ordered boosting.
@@ -400,4 +400,5 @@ def build_config(objective: Objective, *, depth: int, n_bins: int, n_outputs: in
                        column_sampling=column_sampling, grow_policy=grow_policy,
                        max_leaves=max_leaves,
                        ordered=is_ordered, bin_groups=bin_groups, sparse_group=sparse_group,
-                       score_noise=noisy_scores, leaf_newton_steps=leaf_newton_steps)
+                       score_noise=noisy_scores, score_function=score_function,
+                       leaf_newton_steps=leaf_newton_steps)

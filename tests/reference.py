@@ -125,6 +125,17 @@ def _sum_bins(hist_node: np.ndarray, bins) -> np.ndarray:
     return total
 
 
+def _children(hist_node: np.ndarray, b: int, missing_right: int) -> tuple[np.ndarray, ...]:
+    """(left, right) sums f64[C] of "bin <= b goes left" in one node's histogram f[B, C],
+    its last bin (missing) sent right or left."""
+    missing_bin = hist_node.shape[0] - 1
+    left = _sum_bins(hist_node, range(b + 1))
+    right = _sum_bins(hist_node, range(b + 1, missing_bin))
+    if missing_right:
+        return left, right + hist_node[missing_bin]
+    return left + hist_node[missing_bin], right
+
+
 def level_gains(hist: np.ndarray, l2: float, l1: float, min_child_weight: float) -> np.ndarray:
     """f64[F, B - 1, 2]: gain of "bin <= b goes left", missing left (0) or right (1).
 
@@ -133,21 +144,14 @@ def level_gains(hist: np.ndarray, l2: float, l1: float, min_child_weight: float)
     """
     n_features, n_nodes, n_bins, n_columns = hist.shape
     K = n_columns // 2
-    missing_bin = n_bins - 1
     gains = np.zeros((n_features, n_bins - 1, 2))
     for f in range(n_features):
         for b in range(n_bins - 1):
             for missing_right in (0, 1):
                 total = 0.0
                 for n in range(n_nodes):
-                    h = hist[f, n]
-                    parent = _sum_bins(h, range(n_bins))
-                    left = _sum_bins(h, range(b + 1))
-                    right = _sum_bins(h, range(b + 1, missing_bin))
-                    if missing_right:
-                        right = right + h[missing_bin]
-                    else:
-                        left = left + h[missing_bin]
+                    parent = _sum_bins(hist[f, n], range(n_bins))
+                    left, right = _children(hist[f, n], b, missing_right)
                     if left[K:].sum() < min_child_weight or right[K:].sum() < min_child_weight:
                         continue
                     total += (score(left[:K], left[K:], l2, l1)
@@ -157,6 +161,29 @@ def level_gains(hist: np.ndarray, l2: float, l1: float, min_child_weight: float)
     return gains
 
 
+def level_cosine(hist: np.ndarray, l2: float, l1: float) -> np.ndarray:
+    """f64[F, B - 1, 2]: CatBoost's cosine score of each candidate of a level, over
+    every node and both children: with w = T(G) / max(H + l2, 1e-6) per child and
+    output, sum(w T(G)) / sqrt(sum(w^2 H)) (0 where the denominator is 0)."""
+    n_features, n_nodes, n_bins, n_columns = hist.shape
+    K = n_columns // 2
+    scores = np.zeros((n_features, n_bins - 1, 2))
+    for f in range(n_features):
+        for b in range(n_bins - 1):
+            for missing_right in (0, 1):
+                numerator = denominator = 0.0
+                for n in range(n_nodes):
+                    for child in _children(hist[f, n], b, missing_right):
+                        for k in range(K):
+                            G, H = child[k], child[K + k]
+                            w = soft_threshold(G, l1) / max(H + l2, MIN_DENOMINATOR)
+                            numerator += w * soft_threshold(G, l1)
+                            denominator += w * w * H
+                scores[f, b, missing_right] = (numerator / np.sqrt(denominator)
+                                               if denominator > 0 else 0.0)
+    return scores
+
+
 class Split(NamedTuple):
     feature: int
     split_bin: int
@@ -164,20 +191,39 @@ class Split(NamedTuple):
     gain: float
 
 
-def best_split(gains: np.ndarray, min_split_gain: float) -> Split:
+def best_split(gains: np.ndarray, min_split_gain: float, ranks: np.ndarray | None = None
+               ) -> Split:
     """Largest gain, ties to the lowest feature, then bin, then missing-left; the
-    pass-through split (0, B - 2, True, 0.0) when it is <= max(min_split_gain, 0)."""
+    pass-through split (0, B - 2, True, 0.0) when it is <= max(min_split_gain, 0).
+
+    With ``ranks`` (the shape of ``gains``, e.g. ``level_cosine``), the largest rank
+    among the candidates whose gain exceeds max(min_split_gain, 0), with the same ties;
+    the split keeps its gain."""
     n_features, n_value_bins, _ = gains.shape
+    threshold = max(min_split_gain, 0.0)
     best = None
     for f in range(n_features):
         for b in range(n_value_bins):
             for missing_right in (0, 1):
-                if best is None or gains[f, b, missing_right] > best[0]:
-                    best = (gains[f, b, missing_right], f, b, missing_right)
-    gain, f, b, missing_right = best
-    if not gain > max(min_split_gain, 0.0):
+                gain = gains[f, b, missing_right]
+                if ranks is None:
+                    key = gain
+                else:
+                    key = ranks[f, b, missing_right] if gain > threshold else -np.inf
+                if best is None or key > best[0]:
+                    best = (key, gain, f, b, missing_right)
+    _, gain, f, b, missing_right = best
+    if not gain > threshold:
         return Split(0, n_value_bins - 1, True, 0.0)
     return Split(f, b, missing_right == 0, float(gain))
+
+
+def _best_of(hist: np.ndarray, l2: float, l1: float, min_split_gain: float,
+             min_child_weight: float, score_function: str) -> Split:
+    """``best_split`` of a histogram's gains, ranked by ``level_cosine`` for "cosine"."""
+    gains = level_gains(hist, l2, l1, min_child_weight)
+    ranks = level_cosine(hist, l2, l1) if score_function == "cosine" else None
+    return best_split(gains, min_split_gain, ranks)
 
 
 # Trees -----------------------------------------------------------------------------------
@@ -245,11 +291,12 @@ def _tree_of(splits: list[Split], gh: np.ndarray, leaf: np.ndarray, n_leaves: in
 
 def grow_tree(bins: np.ndarray, gh: np.ndarray, depth: int, n_bins: int, *, l2: float,
               l1: float = 0.0, min_split_gain: float = 0.0,
-              min_child_weight: float = 0.0) -> Tree:
+              min_child_weight: float = 0.0, score_function: str = "l2") -> Tree:
     """One oblivious tree of depth D on binned data u8[F, N] with gh f[N, 2K].
 
-    Level d histograms the 2**d nodes of the level, picks ``best_split`` and sends
-    each row right or left; a row's leaf is ``sum_d right_d * 2**(D - 1 - d)``.
+    Level d histograms the 2**d nodes of the level, picks ``best_split`` (ranked by
+    ``level_cosine`` with ``score_function="cosine"``) and sends each row right or
+    left; a row's leaf is ``sum_d right_d * 2**(D - 1 - d)``.
     """
     bins = np.asarray(bins, np.int64)
     n_rows = bins.shape[1]
@@ -259,8 +306,8 @@ def grow_tree(bins: np.ndarray, gh: np.ndarray, depth: int, n_bins: int, *, l2: 
         node = np.zeros(n_rows, np.int64)
         for previous in range(d):
             node += rights[previous] * 2 ** (d - 1 - previous)
-        gains = level_gains(histogram(bins, node, gh, 2**d, n_bins), l2, l1, min_child_weight)
-        split = best_split(gains, min_split_gain)
+        split = _best_of(histogram(bins, node, gh, 2**d, n_bins), l2, l1, min_split_gain,
+                         min_child_weight, score_function)
         for i in range(n_rows):
             rights[d, i] = goes_right(bins[split.feature, i], split.split_bin,
                                       split.default_left, n_bins)
@@ -299,7 +346,7 @@ def predict(X: np.ndarray, feature: np.ndarray, threshold: np.ndarray,
 
 def grow_depthwise_tree(bins: np.ndarray, gh: np.ndarray, depth: int, n_bins: int, *, l2: float,
                         l1: float = 0.0, min_split_gain: float = 0.0,
-                        min_child_weight: float = 0.0) -> Tree:
+                        min_child_weight: float = 0.0, score_function: str = "l2") -> Tree:
     """One depthwise tree: every node picks its own ``best_split`` from a histogram of its
     own rows. Splits are in heap order (node j of level d at 2**d - 1 + j); a row at node
     j goes to node 2j (left) or 2j + 1 (right) of the next level, its leaf is its node
@@ -313,8 +360,8 @@ def grow_depthwise_tree(bins: np.ndarray, gh: np.ndarray, depth: int, n_bins: in
             rows = node == j
             # A one-node histogram of the node's rows: level_gains sums over one node.
             hist = histogram(bins[:, rows], np.zeros(rows.sum(), np.int64), gh[rows], 1, n_bins)
-            splits.append(best_split(level_gains(hist, l2, l1, min_child_weight),
-                                     min_split_gain))
+            splits.append(_best_of(hist, l2, l1, min_split_gain, min_child_weight,
+                                   score_function))
         new_node = np.zeros(n_rows, np.int64)
         for i in range(n_rows):
             split = splits[2**d - 1 + node[i]]

@@ -80,8 +80,8 @@ def test_noisy_ranks_match_a_float64_reference():
     node = jnp.asarray(np.random.default_rng(2).integers(0, 2, N_ROWS), jnp.int32)
     hist = build_histogram(bins, node, gh, 2, N_BINS)  # [F, 2, B, 2]
     features = jnp.arange(8, dtype=jnp.int32)
-    gains, parent = split.level_gains_and_parent(hist, params)  # [F, B-1, 2], [F]
-    got = np.asarray(split.noisy_ranks(gains, parent, features, params, hist),
+    gains, parent, _ = split.level_gains_and_parent(hist, params)  # [F, B-1, 2], [F]
+    got = np.asarray(split.candidate_ranks(gains, parent, None, features, params, hist),
                      np.float64)
 
     H = np.asarray(hist, np.float64)

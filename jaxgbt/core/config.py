@@ -22,6 +22,7 @@ ROW_AXIS = "rows"
 GrowPolicy = Literal["oblivious", "depthwise", "lossguide"]
 Boosting = Literal["plain", "ordered"]
 RowSampling = Literal["bernoulli", "poisson", "goss", "bayesian"]
+ScoreFunction = Literal["l2", "cosine"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -80,6 +81,8 @@ class BoostConfig:
         (``SparseGroup``), or None.
       score_noise: candidates are ranked by noisy scores (CatBoost's ``random_strength``,
         the traced ``BoostParams.random_strength``; ``split.ScoreNoise``).
+      score_function: what candidates are ranked by: "l2", the gain (XGBoost's), or
+        "cosine", CatBoost's default score (``split.cosine_scores``).
       leaf_newton_steps: Newton steps per leaf value (CatBoost's
         ``leaf_estimation_iterations``): after the first, each takes the derivatives
         again at the margins the leaf values so far lead to (``leaves.newton_from``).
@@ -106,6 +109,7 @@ class BoostConfig:
     bin_groups: tuple[tuple[int, tuple[int, ...]], ...] | None = None
     sparse_group: SparseGroup | None = None
     score_noise: bool = False
+    score_function: ScoreFunction = "l2"
     leaf_newton_steps: int = 1
 
 

@@ -15,6 +15,7 @@ from typing import ClassVar
 import jax
 import jax.numpy as jnp
 
+from jaxgbt.core.config import ScoreFunction
 from jaxgbt.core.constraints import enforce_monotone
 from jaxgbt.core.split import SplitParams
 from jaxgbt.core.tree import (
@@ -66,7 +67,8 @@ class Layout(abc.ABC):
     def grow(self, bins: jax.Array, gh: jax.Array, params: SplitParams, depth: int,
              n_bins: int, axis_name: str | None = None, level_allowed: jax.Array | None = None,
              interaction_sets: jax.Array | None = None, monotone: jax.Array | None = None,
-             bin_groups=None, sparse_group=None, entries=None, max_leaves: int | None = None
+             bin_groups=None, sparse_group=None, entries=None, max_leaves: int | None = None,
+             score_function: ScoreFunction = "l2"
              ) -> tuple[BinnedTree, jax.Array, tuple | None]:
         """One tree (args as ``tree.grow_tree``, ``level_allowed`` of the shape
         ``feature_mask_shape`` gives; ``max_leaves``, static, read by leaf-wise growth
@@ -122,9 +124,10 @@ class Oblivious(Layout):
 
     def grow(self, bins, gh, params, depth, n_bins, axis_name=None, level_allowed=None,
              interaction_sets=None, monotone=None, bin_groups=None, sparse_group=None,
-             entries=None, max_leaves=None):
+             entries=None, max_leaves=None, score_function="l2"):
         tree, leaf = grow_tree(bins, gh, params, depth, n_bins, axis_name, level_allowed,
-                               interaction_sets, monotone, bin_groups, sparse_group, entries)
+                               interaction_sets, monotone, bin_groups, sparse_group, entries,
+                               score_function)
         return tree, leaf, None
 
     def constrain_leaves(self, tree, leaf_bounds, monotone):
@@ -165,10 +168,10 @@ class Depthwise(Layout):
 
     def grow(self, bins, gh, params, depth, n_bins, axis_name=None, level_allowed=None,
              interaction_sets=None, monotone=None, bin_groups=None, sparse_group=None,
-             entries=None, max_leaves=None):
+             entries=None, max_leaves=None, score_function="l2"):
         return grow_depthwise_tree(bins, gh, params, depth, n_bins, axis_name, level_allowed,
                                    interaction_sets, monotone, bin_groups, sparse_group,
-                                   entries)
+                                   entries, score_function)
 
     def constrain_leaves(self, tree, leaf_bounds, monotone):
         if monotone is None:
@@ -198,11 +201,11 @@ class Lossguide(Depthwise):
 
     def grow(self, bins, gh, params, depth, n_bins, axis_name=None, level_allowed=None,
              interaction_sets=None, monotone=None, bin_groups=None, sparse_group=None,
-             entries=None, max_leaves=None):
+             entries=None, max_leaves=None, score_function="l2"):
         return grow_lossguide_tree(bins, gh, params, depth, n_bins,
                                    default_max_leaves(depth) if max_leaves is None else max_leaves,
                                    axis_name, level_allowed, interaction_sets, monotone,
-                                   bin_groups, sparse_group, entries)
+                                   bin_groups, sparse_group, entries, score_function)
 
 
 # LightGBM's num_leaves default, within the 2**D leaves of depth D.

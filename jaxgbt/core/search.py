@@ -111,7 +111,7 @@ def search_level(groups: list[FeatureGroup], node: jax.Array, gh: jax.Array, n_n
 
 
 def _better(a: Best, b: Best) -> Best:
-    """Per entry, the better of two searches' bests: the larger gain (or noisy score,
+    """Per entry, the better of two searches' bests: the larger gain (or ranking score,
     ``split.rank_of``), ties (and NaN, as ``argmax`` ranks it) to the lower index."""
     a_rank, b_rank = rank_of(a), rank_of(b)
     a_nan, b_nan = jnp.isnan(a_rank), jnp.isnan(b_rank)

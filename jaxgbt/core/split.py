@@ -18,7 +18,10 @@ A depthwise tree (``best_node_splits``) picks each node's split from that node's
 alone, with the same rule per node.
 
 With ``random_strength`` (CatBoost's), the candidates are ranked by a noisy score instead
-of their gain (``ScoreNoise``); the chosen split's gain stays its own.
+of their gain (``ScoreNoise``); with ``score_function="cosine"``, by CatBoost's default
+score (``cosine_scores``: for each child a value w = T(G) / (H + l2), and the candidate's
+score sum(w T(G)) / sqrt(sum(w^2 H)) over every child and output, of the whole level for
+an oblivious one). Either way the chosen split's gain stays its own.
 """
 
 from collections.abc import Callable
@@ -26,6 +29,8 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+
+from jaxgbt.core.config import ScoreFunction
 
 # Floor of the denominator H + l2. With l2 = 0 and a loss whose Hessian vanishes
 # (absolute error, a saturated logistic) H + l2 can be 0; the floor keeps leaf values
@@ -77,11 +82,13 @@ class Best(NamedTuple):
     gain: jax.Array  # f32[] or f32[n]
     index: jax.Array  # i32[] or i32[n]
     extra: tuple  # arrays of the same leading shape, kept with the winner
-    score: jax.Array | None = None  # the noisy score it won by (``ScoreNoise``), or None
+    # the score it won by (``candidate_ranks``: noisy, or the cosine score), or None
+    score: jax.Array | None = None
 
 
 def rank_of(best: Best) -> jax.Array:
-    """What searches compare: the noisy score where there is one, else the gain."""
+    """What searches compare: the score a candidate ranked by (noisy, or the cosine
+    score) where there is one, else the gain."""
     return best.gain if best.score is None else best.score
 
 
@@ -219,22 +226,59 @@ def _node_gains_by_direction(hist: jax.Array, params: SplitParams, bounds=None,
     return _gains_and_parent(hist, params, bounds, monotone, directions)[0]
 
 
+def _cosine_denominator(left: jax.Array, right: jax.Array, params: SplitParams) -> jax.Array:
+    """f32[...]: the denominator of CatBoost's cosine score for the children sums
+    ``left`` and ``right`` f32[2K, ...] (G then H first): with each child's value
+    w = T(G) / (H + l2), the sum of w^2 H over both children and the K outputs.
+
+    The numerator, the sum of w T(G), is the children's summed score S (the gain plus
+    the parent's score), which the gain computes already. A split's cosine score,
+    S / sqrt(denominator), is the cosine between the leaf values it gives each row and
+    the rows' (soft-thresholded) negative gradients, times their norm per Hessian unit;
+    for an oblivious level both sums run over the level's nodes before the ratio is
+    taken (``cosine_scores``)."""
+    n_outputs = left.shape[0] // 2
+    total = 0.0
+    for child in (left, right):
+        G, H = child[:n_outputs], child[n_outputs:]
+        T = soft_threshold(G, params.l1)
+        denominator = jnp.maximum(H + params.l2, MIN_DENOMINATOR)
+        # The child's score as _score_by_output computes it, times H / (H + l2): w^2 H.
+        total = total + _sum_first(T * T / denominator * H / denominator)
+    return total
+
+
+def cosine_scores(numerator: jax.Array, denominator: jax.Array) -> jax.Array:
+    """numerator / sqrt(denominator): the children's summed score S over
+    ``_cosine_denominator`` (0 where the denominator is 0: no child has gradient, and
+    the candidate does not split)."""
+    positive = denominator > 0
+    return jnp.where(positive, numerator * jax.lax.rsqrt(jnp.where(positive, denominator, 1.0)),
+                     0.0)
+
+
 def _gains_and_parent(hist: jax.Array, params: SplitParams, bounds=None,
-                      monotone: jax.Array | None = None, directions: int = 2
-                      ) -> tuple[tuple[jax.Array, ...], jax.Array]:
-    """(``_node_gains_by_direction``, each node's own score f32[F, n]): the score from
-    the same sums as the gains (score noise ranks by it; computed apart, from the
-    histogram again, it cost a level as much as its gains at 500 features)."""
+                      monotone: jax.Array | None = None, directions: int = 2,
+                      cosine: bool = False
+                      ) -> tuple[tuple[jax.Array, ...], jax.Array, tuple | None]:
+    """(``_node_gains_by_direction``, each node's own score f32[F, n], and with
+    ``cosine`` each direction's (children's summed score S, ``_cosine_denominator``)
+    pair f32[F, n, B - 1], else None): the scores from the same sums as the gains
+    (score noise ranks by them; the parent's computed apart, from the histogram again,
+    cost a level as much as its gains at 500 features)."""
     by_output = _by_output(hist)  # [2K, F, n, B]
     n_outputs = by_output.shape[0] // 2
     below = prefix_sums(by_output[..., :-1], axis=-1)  # [2K, F, n, B-1]
     missing = by_output[..., -1:]
     total = below[..., -1:] + missing  # [2K, F, n, 1]
     parent = _score_by_output(total, params)
-    gains = []
+    gains, cosine_terms = [], []
     for left in (below + missing, below)[:directions]:
         right = total - left
-        gain = _score_by_output(left, params) + _score_by_output(right, params) - parent
+        children = _score_by_output(left, params) + _score_by_output(right, params)
+        gain = children - parent
+        if cosine:
+            cosine_terms.append((children, _cosine_denominator(left, right, params)))
         allowed = ((_sum_first(left[n_outputs:]) >= params.min_child_weight)
                    & (_sum_first(right[n_outputs:]) >= params.min_child_weight))
         if monotone is not None:
@@ -247,7 +291,7 @@ def _gains_and_parent(hist: jax.Array, params: SplitParams, bounds=None,
             ordered = jnp.all((direction == 0) | (direction * (w_right - w_left) >= 0), axis=0)
             allowed = allowed & ordered
         gains.append(jnp.where(allowed, gain, 0.0))
-    return tuple(gains), parent[..., 0]
+    return tuple(gains), parent[..., 0], tuple(cosine_terms) if cosine else None
 
 
 def node_gains(hist: jax.Array, params: SplitParams, bounds=None,
@@ -276,13 +320,21 @@ def level_gains(hist: jax.Array, params: SplitParams, directions: int = 2) -> ja
     return level_gains_and_parent(hist, params, directions)[0]
 
 
-def level_gains_and_parent(hist: jax.Array, params: SplitParams, directions: int = 2
-                           ) -> tuple[jax.Array, jax.Array]:
-    """(``level_gains``, the level's summed own score of its nodes f32[F]): the score
-    of the rows a candidate divides, as ``noisy_ranks`` takes it."""
-    gains, parent = _gains_and_parent(hist, params, directions=directions)
+def level_gains_and_parent(hist: jax.Array, params: SplitParams, directions: int = 2,
+                           cosine: bool = False
+                           ) -> tuple[jax.Array, jax.Array, jax.Array | None]:
+    """(``level_gains``, the level's summed own score of its nodes f32[F], and with
+    ``cosine`` each candidate's cosine score over the level's nodes f32[F, B - 1,
+    directions], else None): the score of the rows a candidate divides, and the cosine
+    score, as ``candidate_ranks`` takes them."""
+    gains, parent, terms = _gains_and_parent(hist, params, directions=directions,
+                                             cosine=cosine)
+    scores = None
+    if cosine:  # numerator and denominator summed over the nodes, then divided
+        scores = jnp.stack([cosine_scores(_sum_nodes(numerator), _sum_nodes(denominator))
+                            for numerator, denominator in terms], axis=-1)
     return (jnp.stack([_sum_nodes(g) for g in gains], axis=-1),
-            jnp.sum(parent, axis=1))
+            jnp.sum(parent, axis=1), scores)
 
 
 # Blocks of at most this many features sum their gains over nodes by halving the node
@@ -347,34 +399,44 @@ def candidate_normals(key: jax.Array, features: jax.Array, cells: jax.Array) -> 
 NOISE_CELLS_PER_NODE = 255
 
 
-def noisy_ranks(gains: jax.Array, parent: jax.Array, features: jax.Array,
-                params: SplitParams, hist: jax.Array) -> jax.Array:
-    """The scores candidates are ranked by under ``params.noise`` (``ScoreNoise``).
+def candidate_ranks(gains: jax.Array, parent: jax.Array, cosine: jax.Array | None,
+                    features: jax.Array, params: SplitParams, hist: jax.Array) -> jax.Array:
+    """The scores candidates are ranked by under score noise (``params.noise``) or the
+    cosine score (``cosine``); without either they are ranked by their gains.
 
     Args:
       gains: f32[b, *S, B_g - 1, d], candidates' gains (S: the nodes' axis for
         depthwise trees, none for an oblivious level; d missing directions).
       parent: f32[b, *S], the score of the rows the candidates divide.
+      cosine: f32 of the shape of ``gains``, the candidates' cosine scores
+        (``cosine_scores``), or None to rank by the gain.
       features: i32[b], the candidates' features among every feature.
       hist: f32[b, n, B_g, 2K], the histograms the gains are of.
 
     Returns:
-      f32 of the shape of ``gains``: sqrt(gain + parent) + scale * e, one e per (feature,
-      node, bin) shared by both missing directions (so that the tie between them, when
-      no row is missing, still goes to missing-left); -inf where the gain would not split
-      and where the candidate repeats the one a bin below it (``repeated_candidates``).
+      f32 of the shape of ``gains``: the score, sqrt(gain + parent) or the cosine score,
+      with noise plus scale * e, one e per (feature, node, bin) shared by both missing
+      directions (so that the tie between them, when no row is missing, still goes to
+      missing-left); -inf where the gain would not split and, with noise, where the
+      candidate repeats the one a bin below it (``repeated_candidates``). For squared
+      error with l2 = 0 the two scores are equal (each child's H is its rows' weight).
     """
     noise = params.noise
     *nodes, n_bins_here = gains.shape[1:-1]
-    cells = jnp.arange(n_bins_here, dtype=jnp.uint32)
-    if nodes:
-        cells = cells[None] + jnp.uint32(NOISE_CELLS_PER_NODE) * jnp.arange(
-            nodes[0], dtype=jnp.uint32)[:, None]
-    draws = candidate_normals(noise.key, features, cells)
-    expand = (Ellipsis,) + (None,) * (gains.ndim - parent.ndim)
-    score = jnp.sqrt(jnp.maximum(gains + parent[expand], 0.0)) + noise.scale * draws[..., None]
-    splits = ((gains > jnp.maximum(params.min_split_gain, 0.0))
-              & ~repeated_candidates(hist, by_node=bool(nodes)))
+    splits = gains > jnp.maximum(params.min_split_gain, 0.0)
+    if cosine is not None:
+        score = cosine
+    else:
+        expand = (Ellipsis,) + (None,) * (gains.ndim - parent.ndim)
+        score = jnp.sqrt(jnp.maximum(gains + parent[expand], 0.0))
+    if noise is not None:
+        cells = jnp.arange(n_bins_here, dtype=jnp.uint32)
+        if nodes:
+            cells = cells[None] + jnp.uint32(NOISE_CELLS_PER_NODE) * jnp.arange(
+                nodes[0], dtype=jnp.uint32)[:, None]
+        draws = candidate_normals(noise.key, features, cells)
+        score = score + noise.scale * draws[..., None]
+        splits = splits & ~repeated_candidates(hist, by_node=bool(nodes))
     return jnp.where(splits, score, -jnp.inf)
 
 
@@ -437,7 +499,8 @@ def _searched(hist: jax.Array, search: Callable[[int], Best]) -> Best:
 
 
 def best_level_split(hist: jax.Array, params: SplitParams,
-                     allowed: jax.Array | None = None) -> LevelSplit:
+                     allowed: jax.Array | None = None,
+                     score_function: ScoreFunction = "l2") -> LevelSplit:
     """The (feature, bin, missing direction) of largest summed gain.
 
     ``allowed`` (bool[F]) restricts the search to some features (column sampling).
@@ -449,13 +512,15 @@ def best_level_split(hist: jax.Array, params: SplitParams,
     """
     n_features = hist.shape[0]
     best = best_level_candidate(hist, jnp.arange(n_features, dtype=jnp.int32),
-                                jnp.ones(n_features, bool), params, allowed)
+                                jnp.ones(n_features, bool), params, allowed,
+                                score_function=score_function)
     return split_of(best, hist.shape[2] - 1, params)
 
 
 def best_level_candidate(hist: jax.Array, features: jax.Array, counted: jax.Array,
                          params: SplitParams, allowed: jax.Array | None,
-                         n_value_bins: int | None = None) -> Best:
+                         n_value_bins: int | None = None,
+                         score_function: ScoreFunction = "l2") -> Best:
     """The oblivious level's best candidate among some features.
 
     Args:
@@ -464,26 +529,32 @@ def best_level_candidate(hist: jax.Array, features: jax.Array, counted: jax.Arra
       allowed: bool[F] over every feature, or None.
       n_value_bins: B - 1 of the candidate index (``Best``), when the histograms are
         narrower (B_g < B: features that fill fewer bins); None for B_g.
+      score_function: "l2" ranks candidates by their gain summed over the level's
+        nodes, "cosine" by the cosine score of the whole level (static).
 
     Returns:
-      Best of f32[] and i32[], no extras.
+      Best of f32[] and i32[], no extras (``score``: what the winner ranked by).
     """
     if allowed is not None:
         counted = counted & allowed[features]
     n_hist_bins = hist.shape[2] - 1
 
+    ranked = params.noise is not None or score_function == "cosine"
+
     def search(directions):
-        gains, parent = level_gains_and_parent(hist, params, directions)  # [b, B_g-1, d]
+        gains, parent, cosine = level_gains_and_parent(  # [b, B_g-1, d], [b]
+            hist, params, directions, cosine=score_function == "cosine")
         gains = jnp.where(counted[:, None, None], gains, -jnp.inf)
         ranks = gains
-        if params.noise is not None:
+        if ranked:
             ranks = jnp.where(counted[:, None, None],
-                              noisy_ranks(gains, parent, features, params, hist), -jnp.inf)
+                              candidate_ranks(gains, parent, cosine, features, params, hist),
+                              -jnp.inf)
         local = first_argmax(ranks.reshape(-1))
         return Best(gains.reshape(-1)[local],
                     _global_index(local, features, n_hist_bins, directions,
                                   n_value_bins or n_hist_bins), (),
-                    None if params.noise is None else ranks.reshape(-1)[local])
+                    ranks.reshape(-1)[local] if ranked else None)
 
     return _searched(hist, search)
 
@@ -491,7 +562,8 @@ def best_level_candidate(hist: jax.Array, features: jax.Array, counted: jax.Arra
 def best_node_candidates(hist: jax.Array, features: jax.Array, counted: jax.Array,
                          params: SplitParams, allowed: jax.Array, bounds=None,
                          monotone: jax.Array | None = None,
-                         n_value_bins: int | None = None) -> Best:
+                         n_value_bins: int | None = None,
+                         score_function: ScoreFunction = "l2") -> Best:
     """Each node's best candidate among some features, for depthwise trees.
 
     Args:
@@ -500,6 +572,7 @@ def best_node_candidates(hist: jax.Array, features: jax.Array, counted: jax.Arra
       allowed: bool[n, F] over every feature, the features each node may split on.
       bounds, monotone: as in ``node_gains`` (monotone i32[F] over every feature).
       n_value_bins: as in ``best_level_candidate``.
+      score_function: as in ``best_level_candidate``, each node on its own.
 
     Returns:
       Best of f32[n] and i32[n]; with ``bounds``, the extras are the g and h sums
@@ -509,20 +582,26 @@ def best_node_candidates(hist: jax.Array, features: jax.Array, counted: jax.Arra
     block_monotone = None if monotone is None else monotone[features]
     n_nodes, n_hist_bins = hist.shape[1], hist.shape[2] - 1
 
+    ranked = params.noise is not None or score_function == "cosine"
+
     def search(directions):
-        by_direction, parent = _gains_and_parent(hist, params, bounds, block_monotone,
-                                                 directions)
+        by_direction, parent, terms = _gains_and_parent(
+            hist, params, bounds, block_monotone, directions,
+            cosine=score_function == "cosine")
         gains = jnp.stack(by_direction, axis=-1)
         gains = jnp.where(usable[:, :, None, None], gains, -jnp.inf)  # [b, n, B-1, d]
         by_node = jnp.moveaxis(gains, 1, 0).reshape(n_nodes, -1)
         ranks, score = by_node, None
-        if params.noise is not None:
+        if ranked:
+            cosine = None if terms is None else jnp.stack(
+                [cosine_scores(*pair) for pair in terms], axis=-1)  # each node's own
             ranks = jnp.where(usable[:, :, None, None],
-                              noisy_ranks(gains, parent, features, params, hist), -jnp.inf)
+                              candidate_ranks(gains, parent, cosine, features, params, hist),
+                              -jnp.inf)
             ranks = jnp.moveaxis(ranks, 1, 0).reshape(n_nodes, -1)
         local = jnp.argmax(ranks, axis=-1)
         gain = jnp.take_along_axis(by_node, local[:, None], axis=-1)[:, 0]
-        if params.noise is not None:
+        if ranked:
             score = jnp.take_along_axis(ranks, local[:, None], axis=-1)[:, 0]
         extra = ()
         if bounds is not None:
@@ -562,7 +641,8 @@ def split_of(best: Best, n_value_bins: int, params: SplitParams) -> LevelSplit:
 
 
 def best_node_splits(hist: jax.Array, params: SplitParams, allowed: jax.Array,
-                     bounds=None, monotone: jax.Array | None = None) -> LevelSplit:
+                     bounds=None, monotone: jax.Array | None = None,
+                     score_function: ScoreFunction = "l2") -> LevelSplit:
     """Each node's own best (feature, bin, missing direction), for depthwise trees.
 
     Args:
@@ -576,7 +656,8 @@ def best_node_splits(hist: jax.Array, params: SplitParams, allowed: jax.Array,
     """
     n_features = hist.shape[0]
     best = best_node_candidates(hist, jnp.arange(n_features, dtype=jnp.int32),
-                                jnp.ones(n_features, bool), params, allowed, bounds, monotone)
+                                jnp.ones(n_features, bool), params, allowed, bounds, monotone,
+                                score_function=score_function)
     return split_of(best, hist.shape[2] - 1, params)
 
 

@@ -26,6 +26,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxgbt.core.config import ScoreFunction
 from jaxgbt.core.constraints import allowed_after, enforce_monotone, split_bounds
 from jaxgbt.core.histogram import with_gradients
 from jaxgbt.core.search import FeatureGroup, feature_groups, search_level
@@ -71,13 +72,14 @@ def goes_right(column: jax.Array, split_bin: jax.Array, default_left: jax.Array,
     return jnp.where(column == missing_bin, ~default_left, column > split_bin)
 
 
-def _search_level_of(n_nodes: int, n_bins: int, axis_name, widths, columns, node, gh,
-                     params: SplitParams, allowed) -> LevelSplit:
+def _search_level_of(n_nodes: int, n_bins: int, axis_name, widths, score_function,
+                     columns, node, gh, params: SplitParams, allowed) -> LevelSplit:
     """The oblivious split of a level whose rows are in its first ``n_nodes`` nodes;
     ``widths`` and ``columns`` are the static and traced halves of ``feature_groups``."""
     best = search_level(_groups(widths, columns), node, gh, n_nodes,
                         lambda hist, features, counted: best_level_candidate(
-                            hist, features, counted, params, allowed, n_bins - 1),
+                            hist, features, counted, params, allowed, n_bins - 1,
+                            score_function),
                         axis_name)
     return split_of(best, n_bins - 1, params)
 
@@ -143,7 +145,8 @@ def grow_tree(bins: jax.Array, gh: jax.Array, params: SplitParams, depth: int, n
               axis_name: str | None = None, level_allowed: jax.Array | None = None,
               interaction_sets: jax.Array | None = None,
               monotone: jax.Array | None = None,
-              bin_groups=None, sparse_group=None, entries=None
+              bin_groups=None, sparse_group=None, entries=None,
+              score_function: ScoreFunction = "l2"
               ) -> tuple[BinnedTree, jax.Array]:
     """Grows one oblivious tree.
 
@@ -165,6 +168,8 @@ def grow_tree(bins: jax.Array, gh: jax.Array, params: SplitParams, depth: int, n
       sparse_group: features whose histograms are summed from their entries
         (``BoostConfig.sparse_group``), or None.
       entries: those entries (``histogram.SparseEntries``), with ``sparse_group``.
+      score_function: what candidates are ranked by, "l2" (the gain) or "cosine"
+        (``split.cosine_scores``; static).
 
     Returns:
       The tree, and each row's leaf id i32[N].
@@ -181,7 +186,8 @@ def grow_tree(bins: jax.Array, gh: jax.Array, params: SplitParams, depth: int, n
     widths, columns = _split_groups(feature_groups(
         bins, n_bins, bin_groups, sparse_group, entries and with_gradients(entries, gh)))
     sizes = search_sizes(depth, _search_cells(widths, n_features, axis_name))
-    searches = [functools.partial(_search_level_of, size, n_bins, axis_name, widths)
+    searches = [functools.partial(_search_level_of, size, n_bins, axis_name, widths,
+                                  score_function)
                 for size in sorted(set(sizes))]
     branch = jnp.asarray([sorted(set(sizes)).index(size) for size in sizes], jnp.int32)
 
@@ -213,8 +219,9 @@ def grow_tree(bins: jax.Array, gh: jax.Array, params: SplitParams, depth: int, n
     return tree, leaf
 
 
-def _search_node_splits_of(n_nodes: int, n_all: int, n_bins: int, axis_name, widths, columns,
-                           node, gh, params: SplitParams, allowed, bounds, monotone):
+def _search_node_splits_of(n_nodes: int, n_all: int, n_bins: int, axis_name, widths,
+                           score_function, columns, node, gh, params: SplitParams, allowed,
+                           bounds, monotone):
     """The best split of each of the first ``n_nodes`` nodes (those in use at a level),
     padded with pass-through splits to ``n_all`` nodes, and the g and h sums of each
     node's children under it (f32[n_all, 2K] each, with ``bounds``; else None)."""
@@ -222,7 +229,7 @@ def _search_node_splits_of(n_nodes: int, n_all: int, n_bins: int, axis_name, wid
     best = search_level(_groups(widths, columns), node, gh, n_nodes,
                         lambda hist, features, counted: best_node_candidates(
                             hist, features, counted, params, allowed[:n_nodes], bounds,
-                            monotone, n_bins - 1),
+                            monotone, n_bins - 1, score_function),
                         axis_name)
     split = split_of(best, n_bins - 1, params)
     pad = n_all - n_nodes
@@ -249,7 +256,8 @@ def grow_depthwise_tree(bins: jax.Array, gh: jax.Array, params: SplitParams, dep
                         level_allowed: jax.Array | None = None,
                         interaction_sets: jax.Array | None = None,
                         monotone: jax.Array | None = None, bin_groups=None,
-                        sparse_group=None, entries=None
+                        sparse_group=None, entries=None,
+                        score_function: ScoreFunction = "l2"
                         ) -> tuple[BinnedTree, jax.Array, tuple | None]:
     """Grows one depthwise tree (each node its own split), level by level.
 
@@ -271,7 +279,7 @@ def grow_depthwise_tree(bins: jax.Array, gh: jax.Array, params: SplitParams, dep
         bins, n_bins, bin_groups, sparse_group, entries and with_gradients(entries, gh)))
     sizes = search_sizes(depth, _search_cells(widths, n_features, axis_name))
     searches = [functools.partial(_search_node_splits_of, size, n_nodes, n_bins, axis_name,
-                                  widths)
+                                  widths, score_function)
                 for size in sorted(set(sizes))]
     branch = jnp.asarray([sorted(set(sizes)).index(size) for size in sizes], jnp.int32)
     # Child c of the level below is side c % 2 of node c // 2.
@@ -523,7 +531,8 @@ def grow_lossguide_tree(bins: jax.Array, gh: jax.Array, params: SplitParams, dep
                         level_allowed: jax.Array | None = None,
                         interaction_sets: jax.Array | None = None,
                         monotone: jax.Array | None = None, bin_groups=None,
-                        sparse_group=None, entries=None
+                        sparse_group=None, entries=None,
+                        score_function: ScoreFunction = "l2"
                         ) -> tuple[BinnedTree, jax.Array, tuple | None]:
     """Grows one tree leaf by leaf (LightGBM's best-first growth), into a depthwise
     tree's arrays.
@@ -549,7 +558,8 @@ def grow_lossguide_tree(bins: jax.Array, gh: jax.Array, params: SplitParams, dep
     n_outputs = gh.shape[1] // 2
     widths, columns = _split_groups(feature_groups(
         bins, n_bins, bin_groups, sparse_group, entries and with_gradients(entries, gh)))
-    search = functools.partial(_search_node_splits_of, 2, 2, n_bins, axis_name, widths)
+    search = functools.partial(_search_node_splits_of, 2, 2, n_bins, axis_name, widths,
+                               score_function)
     windows = window_sizes(n_rows)
     # Rows split over devices are searched whole: each device would pick a window of its
     # own around the histogram's all-reduce. Sparse entries are listed by row, not taken.
