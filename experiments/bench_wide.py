@@ -9,8 +9,9 @@ its best warm fit, and each anchor's best fit, all with the same trees, depth, b
 threads; the ratio of jaxgbt's warm time to the fastest anchor. Data kinds: "float"
 (normal features, the target from ten of them), "binary" (0/1 columns, each 1 with
 probability 0.1, as bag-of-words data) and "onehot" (categorical columns of 20 levels,
-one-hot: one 1 per 20 columns and row). Prints a markdown table and writes
-results.json.
+one-hot: one 1 per 20 columns and row). ``jaxgbt_settings`` (a TOML table) adds
+``jaxgbt.fit`` keywords, e.g. ``--set 'jaxgbt_settings={score_function="cosine"}'``.
+Prints a markdown table and writes results.json.
 """
 
 import os
@@ -51,7 +52,7 @@ def make_data(n_rows: int, n_features: int, task: str, kind: str, seed: int):
 def fit_jaxgbt(cfg, X, y, task):
     model = jaxgbt.fit("logistic" if task == "binary" else "softmax", X, y,
                        n_trees=cfg["n_trees"], depth=cfg["depth"], n_bins=cfg["n_bins"],
-                       learning_rate=cfg["learning_rate"])
+                       learning_rate=cfg["learning_rate"], **cfg["jaxgbt_settings"])
     jax.block_until_ready(model.leaf_value)
 
 
