@@ -83,7 +83,8 @@ def bench_rows(cfg, n_rows):
     X_train, y_train, X_test, y_test = X[:n_rows], y[:n_rows], X[n_rows:], y[n_rows:]
     results = []
     for variant in cfg["jaxgbt_variants"]:
-        devices = None if variant == "one-device" else "all"
+        devices = {"one-device": jax.devices()[:1], "all-devices": "all",
+                   "default": None}[variant]
         _, cold = timed(fit_jaxgbt, cfg, X_train, y_train, devices)
         predict, warm = best_of(cfg["repeats"], fit_jaxgbt, cfg, X_train, y_train, devices)
         results.append(dict(library=f"jaxgbt ({variant})", per_tree=warm / cfg["n_trees"],

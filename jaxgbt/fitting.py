@@ -197,8 +197,10 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
       init_model: a Booster to continue: training starts from its predictions on X and
         its trees come first in the result (same depth and outputs; the round count,
         learning-rate schedule and sampling continue from its last round).
-      devices: None for the default device, ``"all"`` for every local device, or a
-        list of devices; rows are split over them and histograms summed.
+      devices: None for the default device (on CPU with several devices configured,
+        every one of them for large narrow data: ``spec.automatic_mesh``), ``"all"``
+        for every local device, or a list of devices; rows are split over them and
+        histograms summed.
       checkpoint_path: a file to save progress to every ``checkpoint_every`` rounds;
         if it already holds a checkpoint of this same fit, training resumes from it
         (see ``jaxgbt.io.checkpoint``).
@@ -271,6 +273,11 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
     # features are chosen from one process's rows, so not under distributed; nor are
     # sparse entries split over a mesh's devices.
     sparse = None if distributed or mesh is not None else data.sparse_group(thresholds)
+    if devices is None and not distributed:  # every CPU core, where it pays
+        mesh = spec.automatic_mesh(
+            data.n_rows, data.n_columns, objective, kind, boosting, row_sampling, subsample,
+            traced=any(map(check.is_traced, jax.tree.leaves((params, data.weight)))),
+            sparse=sparse is not None, chunked=isinstance(X, ChunkedData))
     config = spec.build_config(
         objective, depth=depth, n_bins=thresholds.shape[1] + 1, n_outputs=n_outputs,
         vector_output=vector_output, learning_rate=learning_rate, row_mesh=mesh,

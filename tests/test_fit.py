@@ -8,6 +8,7 @@ import pytest
 from conftest import SMALL, count_compilations, make_regression, two_devices
 
 import jaxgbt
+from jaxgbt import objectives, spec
 from jaxgbt.data import dataset
 from jaxgbt.engine import compile as chunk_compile
 
@@ -193,6 +194,37 @@ def test_rows_split_over_two_devices_give_the_one_device_model():
     np.testing.assert_array_equal(two.feature, one.feature)
     np.testing.assert_array_equal(two.threshold, one.threshold)
     np.testing.assert_allclose(two.leaf_value, one.leaf_value, rtol=1e-5, atol=1e-6)
+
+
+@two_devices
+def test_large_narrow_fits_split_rows_over_every_cpu_device_by_default(monkeypatch):
+    # The rule's row floor lowered so that small data stand for large (one shape, fast).
+    monkeypatch.setattr(spec, "AUTO_MESH_MIN_ROWS", 200)
+    X, y = make_regression(seed=7, n_rows=255)
+    one = jaxgbt.fit("squared_error", X, y, devices=jax.devices()[:1], **SMALL)
+    every = jaxgbt.fit("squared_error", X, y, devices="all", **SMALL)
+    assert not np.array_equal(every.leaf_value, one.leaf_value)  # the two paths tell apart
+    np.testing.assert_array_equal(jaxgbt.fit("squared_error", X, y, **SMALL).leaf_value,
+                                  every.leaf_value)
+    # What one device alone does keeps the default on one device.
+    for loss, settings in (("squared_error", {"boosting": "ordered"}), ("absolute_error", {})):
+        alone = jaxgbt.fit(loss, X, y, devices=jax.devices()[:1], **settings, **SMALL)
+        np.testing.assert_array_equal(jaxgbt.fit(loss, X, y, **settings, **SMALL).leaf_value,
+                                      alone.leaf_value)
+
+
+@pytest.mark.parametrize("change, expected", [
+    ({}, True), ({"n_rows": 49_999}, False), ({"n_columns": 65}, False),
+    ({"kind": "group"}, False), ({"boosting": "ordered"}, False),
+    ({"row_sampling": "bernoulli", "subsample": 0.5}, False), ({"traced": True}, False),
+    ({"sparse": True}, False), ({"chunked": True}, False)])
+def test_the_automatic_mesh_rule(change, expected):
+    args = dict(n_rows=50_000, n_columns=64, objective=objectives.resolve("logistic"),
+                kind="row", boosting="plain", row_sampling="none", subsample=1.0,
+                traced=False, sparse=False, chunked=False)
+    args.update(change)
+    several = len(jax.local_devices()) > 1 and jax.default_backend() == "cpu"
+    assert (spec.automatic_mesh(**args) is not None) == (expected and several)
 
 
 def test_gradient_of_predictions_with_respect_to_leaves(regression_data):
