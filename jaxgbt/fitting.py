@@ -275,7 +275,7 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
     sparse = None if distributed or mesh is not None else data.sparse_group(thresholds)
     if devices is None and not distributed:  # every CPU core, where it pays
         mesh = spec.automatic_mesh(
-            data.n_rows, data.n_columns, objective, kind, boosting, row_sampling, subsample,
+            data.n_rows, data.n_columns, objective, kind, boosting, row_sampling, grow_policy,
             traced=any(map(check.is_traced, jax.tree.leaves((params, data.weight)))),
             sparse=sparse is not None, chunked=isinstance(X, ChunkedData))
     config = spec.build_config(

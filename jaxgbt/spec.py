@@ -377,19 +377,20 @@ AUTO_MESH_MAX_FEATURES = 64
 
 
 def automatic_mesh(n_rows: int, n_columns: int, objective: Objective, kind: LossKind,
-                   boosting: str, row_sampling: str, subsample, *, traced: bool,
-                   sparse: bool, chunked: bool) -> jax.sharding.Mesh | None:
+                   boosting: str, row_sampling: str, grow_policy: GrowPolicy, *,
+                   traced: bool, sparse: bool, chunked: bool) -> jax.sharding.Mesh | None:
     """The mesh of every local CPU device that a fit with ``devices=None`` splits its
     rows over, or None for one device: only where several CPU devices exist, the rows
     and features are within ``AUTO_MESH_MIN_ROWS`` and ``AUTO_MESH_MAX_FEATURES``, and
     the fit uses nothing that one device alone does (a loss that couples rows or
-    refreshes leaves from residuals, ordered boosting, trees grown on the drawn rows,
-    sparse features summed from their entries, rows read from chunks, hyperparameters
-    traced by ``jax.vmap``)."""
+    refreshes leaves from residuals, ordered boosting, sparse features summed from their
+    entries, rows read from chunks, hyperparameters traced by ``jax.vmap``, leaf-wise
+    trees' windows of rows) nor row sampling, whose draws differ by device: so the model
+    is one device's up to the float rounding of the summed histograms."""
     devices = jax.local_devices()
     one_device_only = (kind != "row" or objective.leaf_quantile is not None
                        or boosting == "ordered" or traced or sparse or chunked
-                       or sample_capacity(row_sampling, subsample, n_rows) is not None)
+                       or row_sampling != "none" or layout(grow_policy).leaf_wise)
     if (len(devices) < 2 or jax.default_backend() != "cpu" or one_device_only
             or n_rows < AUTO_MESH_MIN_ROWS or n_columns > AUTO_MESH_MAX_FEATURES):
         return None

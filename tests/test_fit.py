@@ -207,7 +207,8 @@ def test_large_narrow_fits_split_rows_over_every_cpu_device_by_default(monkeypat
     np.testing.assert_array_equal(jaxgbt.fit("squared_error", X, y, **SMALL).leaf_value,
                                   every.leaf_value)
     # What one device alone does keeps the default on one device.
-    for loss, settings in (("squared_error", {"boosting": "ordered"}), ("absolute_error", {})):
+    for loss, settings in (("squared_error", {"boosting": "ordered"}), ("absolute_error", {}),
+                           ("squared_error", {"subsample": 0.9})):
         alone = jaxgbt.fit(loss, X, y, devices=jax.devices()[:1], **settings, **SMALL)
         np.testing.assert_array_equal(jaxgbt.fit(loss, X, y, **settings, **SMALL).leaf_value,
                                       alone.leaf_value)
@@ -216,11 +217,12 @@ def test_large_narrow_fits_split_rows_over_every_cpu_device_by_default(monkeypat
 @pytest.mark.parametrize("change, expected", [
     ({}, True), ({"n_rows": 49_999}, False), ({"n_columns": 65}, False),
     ({"kind": "group"}, False), ({"boosting": "ordered"}, False),
-    ({"row_sampling": "bernoulli", "subsample": 0.5}, False), ({"traced": True}, False),
-    ({"sparse": True}, False), ({"chunked": True}, False)])
+    ({"row_sampling": "bernoulli"}, False), ({"row_sampling": "bayesian"}, False),
+    ({"grow_policy": "depthwise"}, True), ({"grow_policy": "lossguide"}, False),
+    ({"traced": True}, False), ({"sparse": True}, False), ({"chunked": True}, False)])
 def test_the_automatic_mesh_rule(change, expected):
     args = dict(n_rows=50_000, n_columns=64, objective=objectives.resolve("logistic"),
-                kind="row", boosting="plain", row_sampling="none", subsample=1.0,
+                kind="row", boosting="plain", row_sampling="none", grow_policy="oblivious",
                 traced=False, sparse=False, chunked=False)
     args.update(change)
     several = len(jax.local_devices()) > 1 and jax.default_backend() == "cpu"
