@@ -329,12 +329,29 @@ def level_gains_and_parent(hist: jax.Array, params: SplitParams, directions: int
     score, as ``candidate_ranks`` takes them."""
     gains, parent, terms = _gains_and_parent(hist, params, directions=directions,
                                              cosine=cosine)
-    scores = None
-    if cosine:  # numerator and denominator summed over the nodes, then divided
-        scores = jnp.stack([cosine_scores(_sum_nodes(numerator), _sum_nodes(denominator))
-                            for numerator, denominator in terms], axis=-1)
-    return (jnp.stack([_sum_nodes(g) for g in gains], axis=-1),
-            jnp.sum(parent, axis=1), scores)
+    if not cosine:
+        return (jnp.stack([_sum_nodes(g) for g in gains], axis=-1),
+                jnp.sum(parent, axis=1), None)
+    summed = [_sum_nodes_together(gain, *pair) for gain, pair in zip(gains, terms, strict=True)]
+    return (jnp.stack([gain for gain, _, _ in summed], axis=-1), jnp.sum(parent, axis=1),
+            jnp.stack([cosine_scores(numerator, denominator)
+                       for _, numerator, denominator in summed], axis=-1))
+
+
+def _sum_nodes_together(*arrays: jax.Array) -> tuple[jax.Array, ...]:
+    """Each of ``arrays`` f32[F, n, B - 1] summed over its node axis (``_sum_nodes``).
+
+    Above ``HALVING_MAX_FEATURES`` features, as one variadic reduction: it computes the
+    children's scores the arrays share once per entry, where one reduction each computed
+    them again (a level of 500 features and 8 nodes took 2.8 times the gain's alone, and
+    about as long as it after). For fewer, each by halving, which vectorises better on
+    small blocks (2,000 x 28: 0.30-0.33 s per 100 trees against 0.36-0.37)."""
+    if arrays[0].shape[0] <= HALVING_MAX_FEATURES:
+        return tuple(_sum_nodes(x) for x in arrays)
+    zero = jnp.zeros((), arrays[0].dtype)
+    return tuple(jax.lax.reduce(
+        arrays, (zero,) * len(arrays),
+        lambda a, b: tuple(x + y for x, y in zip(a, b, strict=True)), (1,)))
 
 
 # Blocks of at most this many features sum their gains over nodes by halving the node
