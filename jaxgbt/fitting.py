@@ -276,7 +276,8 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
     if devices is None and not distributed:  # every CPU core, where it pays
         mesh = spec.automatic_mesh(
             data.n_rows, data.n_columns, objective, kind, boosting, row_sampling, grow_policy,
-            traced=any(map(check.is_traced, jax.tree.leaves((params, data.weight)))),
+            traced=any(map(check.is_traced, jax.tree.leaves(
+                (params, data.weight, data.y, base_score, margin)))),
             sparse=sparse is not None, chunked=isinstance(X, ChunkedData))
     config = spec.build_config(
         objective, depth=depth, n_bins=thresholds.shape[1] + 1, n_outputs=n_outputs,
