@@ -55,7 +55,7 @@ from jaxgbt.objectives.derivatives import newton_constant
 def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int = 6,
         grow_policy: str = "oblivious", max_leaves: int | None = None, learning_rate=0.1,
         n_bins: int = 256, l2=1.0, l1=0.0,
-        min_split_gain=0.0, min_child_weight=1.0, random_strength=1.0,
+        min_split_gain=0.0, min_child_weight=1.0, min_data_in_leaf=0, random_strength=1.0,
         score_function: str = "l2", leaf_newton_steps: int = 1, base_score=None,
         sample_weight=None, seed: int = 0,
         base_margin=None, eval_base_margin=None, boosting: str = "plain",
@@ -105,6 +105,14 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
       min_split_gain: gamma; a level is split only if its summed gain exceeds it.
       min_child_weight: least Hessian sum a child must hold for its node's gain to
         count.
+      min_data_in_leaf: least rows a child must hold for its node's gain to count
+        (LightGBM's ``min_data_in_leaf``, scikit-learn's ``min_samples_leaf``; 0, the
+        default, is off). Rows are estimated as LightGBM estimates them, from the
+        child's Hessian and its node's rows per unit of Hessian
+        (``jaxgbt.core.split.rows_per_hessian``): exact for squared error on unweighted
+        rows. A depthwise or leaf-wise node whose every candidate leaves a child too
+        small does not split; an oblivious level still splits every node when other
+        nodes gain, so its leaves may hold fewer. See docs/training.md.
       random_strength: CatBoost's ``random_strength`` (>= 0, CatBoost's default 1; 0
         turns it off, and gives the deterministic search of XGBoost's gain): each
         candidate split is ranked by its score plus normal noise of this many times
@@ -251,7 +259,7 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
                  colsample_bylevel=colsample_bylevel, colsample_bynode=colsample_bynode)
     params = spec.boost_params(learning_rate, l2, l1, min_split_gain, min_child_weight,
                                hessian_floor, seed, rates, random_strength,
-                               bagging_temperature)
+                               bagging_temperature, min_data_in_leaf)
     data = _encoded(data, distributed, objective, vector_output, n_outputs, one_hot_max_size,
                     seed, init_model)
     monotone, interactions = spec.encoded_constraints(data.encoder, monotone_constraints,

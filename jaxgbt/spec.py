@@ -33,8 +33,8 @@ LossKind = Literal["row", "group", "dataset"]
 # Fractions in (0, 1] and penalties >= 0 among the traced hyperparameters.
 RATES = ("subsample", "colsample_bytree", "colsample_bylevel", "colsample_bynode",
          "goss_top_rate", "goss_other_rate")
-NONNEGATIVE = ("l2", "l1", "min_split_gain", "min_child_weight", "hessian_floor",
-               "random_strength", "bagging_temperature")
+NONNEGATIVE = ("l2", "l1", "min_split_gain", "min_child_weight", "min_data_in_leaf",
+               "hessian_floor", "random_strength", "bagging_temperature")
 # fit's arguments that are traced arrays, so they can differ between vmapped models.
 TRACED = ("learning_rate", *NONNEGATIVE, "base_score", "sample_weight", "seed", *RATES)
 
@@ -60,12 +60,15 @@ def check_traced(name: str, value, label: str | None = None):
 
 
 def boost_params(learning_rate, l2, l1, min_split_gain, min_child_weight, hessian_floor,
-                 seed, rates: dict, random_strength, bagging_temperature) -> BoostParams:
+                 seed, rates: dict, random_strength, bagging_temperature,
+                 min_data_in_leaf=0) -> BoostParams:
     """The traced hyperparameters, checked, as ``BoostParams`` (constraints not yet set).
 
     Args:
       learning_rate: a number, or a schedule (its traced value is then 0, unused).
       rates: {name: value} for each name in ``RATES``.
+      min_data_in_leaf: at 0 (not traced) the split search does not estimate rows
+        (``SplitParams.min_data_in_leaf`` None), so the default's program is unchanged.
     """
     check_traced("learning_rate", learning_rate)
     for name, rate in rates.items():
@@ -74,10 +77,13 @@ def boost_params(learning_rate, l2, l1, min_split_gain, min_child_weight, hessia
     penalties = dict(l2=l2, l1=l1, min_split_gain=min_split_gain,
                      min_child_weight=min_child_weight)
     for name, value in {**penalties, "hessian_floor": hessian_floor,
+                        "min_data_in_leaf": min_data_in_leaf,
                         "random_strength": random_strength,
                         "bagging_temperature": bagging_temperature}.items():
         check_traced(name, value)
     as_f32 = {name: jnp.asarray(value, jnp.float32) for name, value in penalties.items()}
+    if check.is_traced(min_data_in_leaf) or float(min_data_in_leaf) > 0:
+        as_f32["min_data_in_leaf"] = jnp.asarray(min_data_in_leaf, jnp.float32)
     rate = jnp.asarray(0.0 if callable(learning_rate) else learning_rate, jnp.float32)
     sampling = SamplingParams(key=jax.random.PRNGKey(seed),
                               **{k: jnp.asarray(v, jnp.float32) for k, v in rates.items()},

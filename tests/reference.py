@@ -136,11 +136,27 @@ def _children(hist_node: np.ndarray, b: int, missing_right: int) -> tuple[np.nda
     return left + hist_node[missing_bin], right
 
 
-def level_gains(hist: np.ndarray, l2: float, l1: float, min_child_weight: float) -> np.ndarray:
+def rows_per_hessian(node: np.ndarray, gh: np.ndarray, n_nodes: int) -> np.ndarray:
+    """f64[n_nodes]: rows over Hessian of each node (0 without Hessian); a row counts
+    when its Hessian summed over outputs is positive."""
+    gh = np.asarray(gh, np.float64)
+    hessian = gh[:, gh.shape[1] // 2:].sum(axis=1)
+    ratio = np.zeros(n_nodes)
+    for n in range(n_nodes):
+        total = hessian[node == n].sum()
+        if total > 0:
+            ratio[n] = np.sum(hessian[node == n] > 0) / total
+    return ratio
+
+
+def level_gains(hist: np.ndarray, l2: float, l1: float, min_child_weight: float,
+                rows: np.ndarray | None = None, min_data_in_leaf: float = 0.0) -> np.ndarray:
     """f64[F, B - 1, 2]: gain of "bin <= b goes left", missing left (0) or right (1).
 
     Per node ``score(L) + score(R) - score(parent)``, or 0 when either child's
-    H summed over outputs is below min_child_weight; summed over nodes.
+    H summed over outputs is below min_child_weight, or with ``rows`` (each node's
+    ``rows_per_hessian``) when either child's H times its node's ratio, rounded, is
+    below min_data_in_leaf; summed over nodes.
     """
     n_features, n_nodes, n_bins, n_columns = hist.shape
     K = n_columns // 2
@@ -153,6 +169,9 @@ def level_gains(hist: np.ndarray, l2: float, l1: float, min_child_weight: float)
                     parent = _sum_bins(hist[f, n], range(n_bins))
                     left, right = _children(hist[f, n], b, missing_right)
                     if left[K:].sum() < min_child_weight or right[K:].sum() < min_child_weight:
+                        continue
+                    if rows is not None and min(left[K:].sum(), right[K:].sum()) * rows[n] \
+                            < min_data_in_leaf - 0.5:
                         continue
                     total += (score(left[:K], left[K:], l2, l1)
                               + score(right[:K], right[K:], l2, l1)
@@ -219,9 +238,11 @@ def best_split(gains: np.ndarray, min_split_gain: float, ranks: np.ndarray | Non
 
 
 def _best_of(hist: np.ndarray, l2: float, l1: float, min_split_gain: float,
-             min_child_weight: float, score_function: str) -> Split:
-    """``best_split`` of a histogram's gains, ranked by ``level_cosine`` for "cosine"."""
-    gains = level_gains(hist, l2, l1, min_child_weight)
+             min_child_weight: float, score_function: str, rows: np.ndarray | None = None,
+             min_data_in_leaf: float = 0.0) -> Split:
+    """``best_split`` of a histogram's gains, ranked by ``level_cosine`` for "cosine";
+    ``rows`` and ``min_data_in_leaf`` as in ``level_gains``."""
+    gains = level_gains(hist, l2, l1, min_child_weight, rows, min_data_in_leaf)
     ranks = level_cosine(hist, l2, l1) if score_function == "cosine" else None
     return best_split(gains, min_split_gain, ranks)
 
@@ -291,12 +312,14 @@ def _tree_of(splits: list[Split], gh: np.ndarray, leaf: np.ndarray, n_leaves: in
 
 def grow_tree(bins: np.ndarray, gh: np.ndarray, depth: int, n_bins: int, *, l2: float,
               l1: float = 0.0, min_split_gain: float = 0.0,
-              min_child_weight: float = 0.0, score_function: str = "l2") -> Tree:
+              min_child_weight: float = 0.0, score_function: str = "l2",
+              min_data_in_leaf: float = 0.0) -> Tree:
     """One oblivious tree of depth D on binned data u8[F, N] with gh f[N, 2K].
 
     Level d histograms the 2**d nodes of the level, picks ``best_split`` (ranked by
     ``level_cosine`` with ``score_function="cosine"``) and sends each row right or
-    left; a row's leaf is ``sum_d right_d * 2**(D - 1 - d)``.
+    left; a row's leaf is ``sum_d right_d * 2**(D - 1 - d)``. ``min_data_in_leaf`` > 0
+    estimates children's rows from each node's ``rows_per_hessian``.
     """
     bins = np.asarray(bins, np.int64)
     n_rows = bins.shape[1]
@@ -306,8 +329,9 @@ def grow_tree(bins: np.ndarray, gh: np.ndarray, depth: int, n_bins: int, *, l2: 
         node = np.zeros(n_rows, np.int64)
         for previous in range(d):
             node += rights[previous] * 2 ** (d - 1 - previous)
+        rows = rows_per_hessian(node, gh, 2**d) if min_data_in_leaf > 0 else None
         split = _best_of(histogram(bins, node, gh, 2**d, n_bins), l2, l1, min_split_gain,
-                         min_child_weight, score_function)
+                         min_child_weight, score_function, rows, min_data_in_leaf)
         for i in range(n_rows):
             rights[d, i] = goes_right(bins[split.feature, i], split.split_bin,
                                       split.default_left, n_bins)
@@ -346,7 +370,8 @@ def predict(X: np.ndarray, feature: np.ndarray, threshold: np.ndarray,
 
 def grow_depthwise_tree(bins: np.ndarray, gh: np.ndarray, depth: int, n_bins: int, *, l2: float,
                         l1: float = 0.0, min_split_gain: float = 0.0,
-                        min_child_weight: float = 0.0, score_function: str = "l2") -> Tree:
+                        min_child_weight: float = 0.0, score_function: str = "l2",
+                        min_data_in_leaf: float = 0.0) -> Tree:
     """One depthwise tree: every node picks its own ``best_split`` from a histogram of its
     own rows. Splits are in heap order (node j of level d at 2**d - 1 + j); a row at node
     j goes to node 2j (left) or 2j + 1 (right) of the next level, its leaf is its node
@@ -360,8 +385,10 @@ def grow_depthwise_tree(bins: np.ndarray, gh: np.ndarray, depth: int, n_bins: in
             rows = node == j
             # A one-node histogram of the node's rows: level_gains sums over one node.
             hist = histogram(bins[:, rows], np.zeros(rows.sum(), np.int64), gh[rows], 1, n_bins)
+            ratio = rows_per_hessian(np.zeros(rows.sum(), np.int64), gh[rows], 1)
             splits.append(_best_of(hist, l2, l1, min_split_gain, min_child_weight,
-                                   score_function))
+                                   score_function, ratio if min_data_in_leaf > 0 else None,
+                                   min_data_in_leaf))
         new_node = np.zeros(n_rows, np.int64)
         for i in range(n_rows):
             split = splits[2**d - 1 + node[i]]
@@ -374,7 +401,8 @@ def grow_depthwise_tree(bins: np.ndarray, gh: np.ndarray, depth: int, n_bins: in
 
 def grow_lossguide_tree(bins: np.ndarray, gh: np.ndarray, depth: int, n_bins: int,
                         max_leaves: int, *, l2: float, l1: float = 0.0,
-                        min_split_gain: float = 0.0, min_child_weight: float = 0.0) -> Tree:
+                        min_split_gain: float = 0.0, min_child_weight: float = 0.0,
+                        min_data_in_leaf: float = 0.0) -> Tree:
     """One leaf-wise tree: from the root, the leaf whose ``best_split`` (from a histogram
     of its own rows) gains most splits next, the lowest heap index on ties, until the
     tree has ``max_leaves`` leaves or no leaf above level D gains anything. Stored as a
@@ -392,8 +420,11 @@ def grow_lossguide_tree(bins: np.ndarray, gh: np.ndarray, depth: int, n_bins: in
         if int(np.floor(np.log2(leaf + 1))) < depth:
             rows = node == leaf
             hist = histogram(bins[:, rows], np.zeros(rows.sum(), np.int64), gh[rows], 1, n_bins)
-            candidates[leaf] = best_split(level_gains(hist, l2, l1, min_child_weight),
-                                          min_split_gain)
+            ratio = rows_per_hessian(np.zeros(rows.sum(), np.int64), gh[rows], 1)
+            candidates[leaf] = best_split(
+                level_gains(hist, l2, l1, min_child_weight,
+                            ratio if min_data_in_leaf > 0 else None, min_data_in_leaf),
+                min_split_gain)
 
     search(0)
     for _ in range(max_leaves - 1):

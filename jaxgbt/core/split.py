@@ -9,7 +9,9 @@ Hessian sums G, H of a node,
 
 summed over outputs. An oblivious level applies one (feature, threshold, missing
 direction) to every node of the level, so its gain is the sum over nodes; a node whose
-left or right child would hold less Hessian than ``min_child_weight`` adds nothing.
+left or right child would hold less Hessian than ``min_child_weight``, or (with
+``min_data_in_leaf``) fewer rows by LightGBM's estimate from the Hessian
+(``rows_per_hessian``), adds nothing.
 The level is split only when that sum exceeds ``max(min_split_gain, 0)`` (so
 ``min_split_gain`` is XGBoost's ``gamma`` and LightGBM's ``min_gain_to_split``);
 otherwise it is a pass-through level that sends every row left, so that trees keep a
@@ -62,7 +64,9 @@ class SplitParams(NamedTuple):
     """Regularisation, as traced f32[] scalars so that they can be swept under vmap.
 
     ``noise`` is set per level of a round with ``random_strength`` (``ScoreNoise``),
-    else None: candidates are ranked by their gain.
+    else None: candidates are ranked by their gain. ``min_data_in_leaf`` is None when
+    that setting is off; when on, each search sets ``rows_per_hessian`` f32[n] for the
+    nodes it searches (``rows_per_hessian``).
     """
 
     l2: jax.Array
@@ -70,6 +74,8 @@ class SplitParams(NamedTuple):
     min_split_gain: jax.Array
     min_child_weight: jax.Array
     noise: ScoreNoise | None = None
+    min_data_in_leaf: jax.Array | None = None
+    rows_per_hessian: jax.Array | None = None
 
 
 class Best(NamedTuple):
@@ -257,6 +263,38 @@ def cosine_scores(numerator: jax.Array, denominator: jax.Array) -> jax.Array:
                      0.0)
 
 
+def rows_per_hessian(node: jax.Array, gh: jax.Array, n_nodes: int,
+                     axis_name: str | None = None) -> jax.Array:
+    """f32[n_nodes]: each node's rows per unit of Hessian, rows / H, 0 for a node
+    without Hessian; H and the rows are summed over devices along ``axis_name``.
+
+    A row counts when its Hessian, summed over outputs, is positive: rows of weight 0
+    (padding, rows a round did not draw, a pair search's rows of other leaves) do not.
+    A child's rows are then estimated as its Hessian times its node's ratio, as
+    LightGBM estimates them for ``min_data_in_leaf`` (its histograms hold no counts
+    either): exact for squared error on unweighted rows, where every H is 1.
+
+    Args:
+      node: i32[N], each row's node, in [0, n_nodes).
+      gh: f32[N, 2K], weighted gradients then Hessians.
+    """
+    hessian = jnp.sum(gh[:, gh.shape[1] // 2:], axis=1)
+    sums = jax.ops.segment_sum(jnp.stack([hessian, (hessian > 0).astype(gh.dtype)], axis=1),
+                               node, num_segments=n_nodes)
+    if axis_name is not None:
+        sums = jax.lax.psum(sums, axis_name)
+    positive = sums[:, 0] > 0
+    return jnp.where(positive, sums[:, 1] / jnp.where(positive, sums[:, 0], 1.0), 0.0)
+
+
+def _enough_rows(child: jax.Array, params: SplitParams) -> jax.Array:
+    """bool[F, n, B - 1]: whether a child's estimated rows (its Hessian summed over
+    outputs, times its node's ``rows_per_hessian``), rounded, reach
+    ``min_data_in_leaf``; ``child`` is f32[2K, F, n, B - 1], G then H first."""
+    rows = _sum_first(child[child.shape[0] // 2:]) * params.rows_per_hessian[None, :, None]
+    return rows >= params.min_data_in_leaf - 0.5
+
+
 def _gains_and_parent(hist: jax.Array, params: SplitParams, bounds=None,
                       monotone: jax.Array | None = None, directions: int = 2,
                       cosine: bool = False
@@ -281,6 +319,8 @@ def _gains_and_parent(hist: jax.Array, params: SplitParams, bounds=None,
             cosine_terms.append((children, _cosine_denominator(left, right, params)))
         allowed = ((_sum_first(left[n_outputs:]) >= params.min_child_weight)
                    & (_sum_first(right[n_outputs:]) >= params.min_child_weight))
+        if params.rows_per_hessian is not None:
+            allowed = allowed & _enough_rows(left, params) & _enough_rows(right, params)
         if monotone is not None:
             lower, upper = (b.T[:, None, :, None] for b in bounds)  # [K, 1, n, 1]
             w_left = jnp.clip(leaf_weight(left[:n_outputs], left[n_outputs:], params),
@@ -309,7 +349,8 @@ def node_gains(hist: jax.Array, params: SplitParams, bounds=None,
     Returns:
       f32[F, n, B - 1, 2]: the gain of "bin <= b goes left" with missing values sent
       left (index 0 of the last axis) or right (index 1); 0 where a child would hold
-      less Hessian than ``min_child_weight`` (or the order is wrong).
+      less Hessian than ``min_child_weight``, or fewer rows than ``min_data_in_leaf``
+      (or the order is wrong).
     """
     return jnp.stack(_node_gains_by_direction(hist, params, bounds, monotone), axis=-1)
 

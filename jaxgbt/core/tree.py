@@ -37,6 +37,7 @@ from jaxgbt.core.split import (
     best_level_candidate,
     best_node_candidates,
     leaf_weight,
+    rows_per_hessian,
     split_of,
 )
 
@@ -76,12 +77,21 @@ def _search_level_of(n_nodes: int, n_bins: int, axis_name, widths, score_functio
                      columns, node, gh, params: SplitParams, allowed) -> LevelSplit:
     """The oblivious split of a level whose rows are in its first ``n_nodes`` nodes;
     ``widths`` and ``columns`` are the static and traced halves of ``feature_groups``."""
+    params = _with_row_counts(params, node, gh, n_nodes, axis_name)
     best = search_level(_groups(widths, columns), node, gh, n_nodes,
                         lambda hist, features, counted: best_level_candidate(
                             hist, features, counted, params, allowed, n_bins - 1,
                             score_function),
                         axis_name)
     return split_of(best, n_bins - 1, params)
+
+
+def _with_row_counts(params: SplitParams, node, gh, n_nodes: int, axis_name) -> SplitParams:
+    """``params`` with the searched nodes' ``rows_per_hessian`` when ``min_data_in_leaf``
+    is set (a field of ``SplitParams``, so None leaves the search as it was)."""
+    if params.min_data_in_leaf is None:
+        return params
+    return params._replace(rows_per_hessian=rows_per_hessian(node, gh, n_nodes, axis_name))
 
 
 def _split_groups(groups):
@@ -226,6 +236,7 @@ def _search_node_splits_of(n_nodes: int, n_all: int, n_bins: int, axis_name, wid
     padded with pass-through splits to ``n_all`` nodes, and the g and h sums of each
     node's children under it (f32[n_all, 2K] each, with ``bounds``; else None)."""
     bounds = None if bounds is None else tuple(b[:n_nodes] for b in bounds)
+    params = _with_row_counts(params, node, gh, n_nodes, axis_name)
     best = search_level(_groups(widths, columns), node, gh, n_nodes,
                         lambda hist, features, counted: best_node_candidates(
                             hist, features, counted, params, allowed[:n_nodes], bounds,

@@ -51,7 +51,8 @@ def _for_derivatives(config: BoostConfig, params: BoostParams, data: TrainData):
     config = BoostConfig(loss=config.loss, depth=1, n_bins=2, n_outputs=config.n_outputs,
                          vector_output=config.vector_output, curvature=config.curvature,
                          fisher=config.fisher, grouped=config.grouped)
-    params = params._replace(monotone=None, interaction_sets=None, random_strength=None)
+    params = params._replace(monotone=None, interaction_sets=None, random_strength=None,
+                             split=params.split._replace(min_data_in_leaf=None))
     return config, params, data._replace(bins=None, order=None, entries=None)
 
 
