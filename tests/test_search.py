@@ -113,7 +113,7 @@ def test_small_searches_at_one_node_count_find_the_same_tree(monkeypatch, grow):
     depth = 4
     assert tree_module.search_sizes(depth) == [2, 2, 4, 8]
     assert tree_module.search_sizes(depth, 8 * N_BINS) == [8] * depth
-    assert tree_module.search_sizes(depth, 10**6) == [2, 2, 4, 8]
+    assert tree_module.search_sizes(depth, 10**5) == [2, 2, 4, 8]
     params = PARAMS._replace(noise=ScoreNoise(jax.random.PRNGKey(5), jnp.float32(0.3)))
     monotone = jnp.asarray([0, 1, -1, 0, 0, 0, 1, 0], jnp.int32)
 
@@ -128,6 +128,39 @@ def test_small_searches_at_one_node_count_find_the_same_tree(monkeypatch, grow):
                              strict=True):
         assert_array_equal(np.asarray(got), np.asarray(expected))
     assert np.sum(np.asarray(one_size[0].gain) > 0) >= 3
+
+
+@pytest.mark.parametrize("grow", [grow_tree, grow_depthwise_tree], ids=["oblivious", "depthwise"])
+def test_large_searches_at_an_eighth_size_find_the_same_tree(monkeypatch, grow):
+    # Wide or multi-output searches round each level's 2**d nodes up to an eighth of the
+    # deepest level's, others to a quarter: the same tree, bit for bit, with score
+    # noise, a constraint and two outputs.
+    import jaxgbt.core.tree as tree_module
+    from jaxgbt.core.split import ScoreNoise
+
+    an_eighth = [4, 4, 4, 8, 16, 32]
+    assert tree_module.search_sizes(6, 28 * 256) == [8, 8, 8, 8, 16, 32]
+    assert tree_module.search_sizes(6, 180 * 256) == [8, 8, 8, 8, 16, 32]
+    assert tree_module.search_sizes(6, 500 * 256) == an_eighth
+    assert tree_module.search_sizes(6, 180 * 256, n_outputs=3) == an_eighth
+    depth = 5
+    params = PARAMS._replace(noise=ScoreNoise(jax.random.PRNGKey(2), jnp.float32(0.3)))
+    monotone = jnp.asarray([0, 1, -1, 0, 0, 0, 1, 0], jnp.int32)
+    bins, gh = _problem(8, n_outputs=2)
+    monkeypatch.setattr(tree_module, "SMALL_SEARCH_CELLS", 0)
+
+    def grown():
+        return jax.jit(lambda b, g: grow(b, g, params, depth, N_BINS, monotone=monotone)
+                       )(bins, gh)
+
+    three_sizes = grown()
+    monkeypatch.setattr(tree_module, "LARGE_SEARCH_WORK", 0)
+    four_sizes = grown()
+    assert tree_module.search_sizes(depth, 1) == [2, 2, 4, 8, 16]
+    for got, expected in zip(jax.tree.leaves(four_sizes), jax.tree.leaves(three_sizes),
+                             strict=True):
+        assert_array_equal(np.asarray(got), np.asarray(expected))
+    assert np.sum(np.asarray(four_sizes[0].gain) > 0) >= 3
 
 
 @pytest.mark.parametrize("random_strength", [0.0, 1.0])

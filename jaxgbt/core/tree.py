@@ -123,19 +123,32 @@ def _groups(widths, columns):
 # "Compile"), so small searches take one.
 SMALL_SEARCH_CELLS = 2**16
 
+# The same cells times the deepest level's nodes and the outputs, from which the levels
+# round up to an eighth of the deepest level's nodes, not a quarter: one more size.
+# Where the search is most of a tree (hundreds of features at a few thousand rows, or
+# several outputs), the shallow levels' search of a quarter cost 5-13% of a warm fit;
+# every level at its own 2**d saved a few percent more but compiled 0.7-1.2 s longer
+# (docs/benchmarks.md, "Wide data").
+LARGE_SEARCH_WORK = 2**21
 
-def search_sizes(depth: int, cells: int | None = None) -> list[int]:
+
+def search_sizes(depth: int, cells: int | None = None, n_outputs: int = 1) -> list[int]:
     """Nodes each level's histogram and split search hold: the level's 2**d nodes,
     rounded up to a quarter of the deepest level's, so that they are compiled for at
     most three sizes (each size is one branch of a ``lax.switch``, compiled
     separately); the shallow levels, which would hold fewer, are cheap either way.
 
     With ``cells`` (the levels' (feature, bin) cells) and ``cells`` times the deepest
-    level's nodes at most ``SMALL_SEARCH_CELLS``, one size: the deepest level's."""
+    level's nodes at most ``SMALL_SEARCH_CELLS``, one size: the deepest level's; with
+    that product times ``n_outputs`` at least ``LARGE_SEARCH_WORK``, rounded up to an
+    eighth of the deepest level's (four sizes)."""
     n_nodes = 2 ** (depth - 1)
     if cells is not None and cells * n_nodes <= SMALL_SEARCH_CELLS:
         return [n_nodes] * depth
-    return [max(2**d, n_nodes // 4) for d in range(depth)]
+    smallest = n_nodes // 4
+    if cells is not None and cells * n_nodes * n_outputs >= LARGE_SEARCH_WORK:
+        smallest = n_nodes // 8
+    return [max(2**d, smallest) for d in range(depth)]
 
 
 def _level_params(params: SplitParams, level: jax.Array) -> SplitParams:
@@ -188,14 +201,14 @@ def grow_tree(bins: jax.Array, gh: jax.Array, params: SplitParams, depth: int, n
     search hold only those, rounded up to one of three sizes (``search_sizes``: a
     ``lax.switch``, each branch compiled for its size), which halves their cost summed
     over a tree; small searches hold the deepest level's nodes at every level, one
-    branch to compile.
+    branch to compile, and large ones round up to an eighth (four branches).
     """
     n_features, n_rows = bins.shape
     n_outputs = gh.shape[1] // 2
 
     widths, columns = _split_groups(feature_groups(
         bins, n_bins, bin_groups, sparse_group, entries and with_gradients(entries, gh)))
-    sizes = search_sizes(depth, _search_cells(widths, n_features, axis_name))
+    sizes = search_sizes(depth, _search_cells(widths, n_features, axis_name), n_outputs)
     searches = [functools.partial(_search_level_of, size, n_bins, axis_name, widths,
                                   score_function)
                 for size in sorted(set(sizes))]
@@ -288,7 +301,7 @@ def grow_depthwise_tree(bins: jax.Array, gh: jax.Array, params: SplitParams, dep
     n_nodes = 2 ** (depth - 1)
     widths, columns = _split_groups(feature_groups(
         bins, n_bins, bin_groups, sparse_group, entries and with_gradients(entries, gh)))
-    sizes = search_sizes(depth, _search_cells(widths, n_features, axis_name))
+    sizes = search_sizes(depth, _search_cells(widths, n_features, axis_name), n_outputs)
     searches = [functools.partial(_search_node_splits_of, size, n_nodes, n_bins, axis_name,
                                   widths, score_function)
                 for size in sorted(set(sizes))]
