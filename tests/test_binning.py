@@ -5,6 +5,7 @@ import pytest
 import reference
 from numpy.testing import assert_array_equal
 
+from jaxgbt.data import binning
 from jaxgbt.data.binning import apply_bins, bins_needed, compute_thresholds, trimmed
 
 N_BINS = 16
@@ -293,3 +294,27 @@ def test_sparse_group_leaves_out_its_widest_features_past_its_cells(monkeypatch)
     assert group.n_bins == 4 and group.features == tuple(f for f in range(18) if f not in (5, 10))
     monkeypatch.setattr(binning, "SPARSE_MAX_CELLS", 16 * 4 - 1)  # too few even at 4 bins
     assert binning.sparse_group(X, thresholds) is None
+
+
+def test_long_columns_are_binned_through_the_prefix_table_as_by_searchsorted():
+    # Values on and next to the edges, both zeros, infinities, NaN of either sign,
+    # subnormals and repeated edges: the table of 16-bit prefixes must give the bins
+    # np.searchsorted gives, NaN to the missing bin.
+    rng = np.random.default_rng(0)
+    n_rows = 2 * binning._PREFIX_TABLE_MIN_ROWS
+    tiny = np.float32(1e-40)  # subnormal
+    for trial in range(6):
+        edges = np.sort(np.concatenate([
+            rng.normal(size=200), [-0.0, 0.0, tiny, -tiny, 1.0, 1.0]]).astype(np.float32))
+        edges = np.concatenate([edges, np.full(255 - edges.size, np.inf, np.float32)])
+        picks = [rng.normal(scale=10.0 ** (trial - 2), size=n_rows // 2),
+                 rng.choice(edges[np.isfinite(edges)], n_rows // 4),
+                 np.nextafter(rng.choice(edges[:200], n_rows // 8), np.float32(np.inf)),
+                 rng.choice(np.array([0.0, -0.0, np.inf, -np.inf, np.nan, -np.nan, tiny,
+                                      -tiny], np.float32), n_rows // 8)]
+        column = rng.permutation(np.concatenate(picks).astype(np.float32))
+        assert np.sum(np.signbit(column) & np.isnan(column)) > 0
+        got = binning._bin_column(edges, column)
+        expected = np.searchsorted(edges, column, side="left")
+        assert_array_equal(got, expected)
+        assert np.all(got[np.isnan(column)] == edges.size)
