@@ -136,6 +136,15 @@ def _children(hist_node: np.ndarray, b: int, missing_right: int) -> tuple[np.nda
     return left + hist_node[missing_bin], right
 
 
+def _candidates(hist: np.ndarray):
+    """(feature, bin, missing_right) of every candidate split of a histogram
+    f[F, n, B, C], in the order of the search's index."""
+    for f in range(hist.shape[0]):
+        for b in range(hist.shape[2] - 1):
+            for missing_right in (0, 1):
+                yield f, b, missing_right
+
+
 def rows_per_hessian(node: np.ndarray, gh: np.ndarray, n_nodes: int) -> np.ndarray:
     """f64[n_nodes]: rows over Hessian of each node (0 without Hessian); a row counts
     when its Hessian summed over outputs is positive."""
@@ -158,25 +167,21 @@ def level_gains(hist: np.ndarray, l2: float, l1: float, min_child_weight: float,
     ``rows_per_hessian``) when either child's H times its node's ratio, rounded, is
     below min_data_in_leaf; summed over nodes.
     """
-    n_features, n_nodes, n_bins, n_columns = hist.shape
-    K = n_columns // 2
-    gains = np.zeros((n_features, n_bins - 1, 2))
-    for f in range(n_features):
-        for b in range(n_bins - 1):
-            for missing_right in (0, 1):
-                total = 0.0
-                for n in range(n_nodes):
-                    parent = _sum_bins(hist[f, n], range(n_bins))
-                    left, right = _children(hist[f, n], b, missing_right)
-                    if left[K:].sum() < min_child_weight or right[K:].sum() < min_child_weight:
-                        continue
-                    if rows is not None and min(left[K:].sum(), right[K:].sum()) * rows[n] \
-                            < min_data_in_leaf - 0.5:
-                        continue
-                    total += (score(left[:K], left[K:], l2, l1)
-                              + score(right[:K], right[K:], l2, l1)
-                              - score(parent[:K], parent[K:], l2, l1))
-                gains[f, b, missing_right] = total
+    K = hist.shape[3] // 2
+    gains = np.zeros((hist.shape[0], hist.shape[2] - 1, 2))
+    for f, b, missing_right in _candidates(hist):
+        total = 0.0
+        for n in range(hist.shape[1]):
+            parent = _sum_bins(hist[f, n], range(hist.shape[2]))
+            left, right = _children(hist[f, n], b, missing_right)
+            if left[K:].sum() < min_child_weight or right[K:].sum() < min_child_weight:
+                continue
+            if rows is not None and min(left[K:].sum(), right[K:].sum()) * rows[n] \
+                    < min_data_in_leaf - 0.5:
+                continue
+            total += (score(left[:K], left[K:], l2, l1) + score(right[:K], right[K:], l2, l1)
+                      - score(parent[:K], parent[K:], l2, l1))
+        gains[f, b, missing_right] = total
     return gains
 
 
@@ -184,22 +189,19 @@ def level_cosine(hist: np.ndarray, l2: float, l1: float) -> np.ndarray:
     """f64[F, B - 1, 2]: CatBoost's cosine score of each candidate of a level, over
     every node and both children: with w = T(G) / max(H + l2, 1e-6) per child and
     output, sum(w T(G)) / sqrt(sum(w^2 H)) (0 where the denominator is 0)."""
-    n_features, n_nodes, n_bins, n_columns = hist.shape
-    K = n_columns // 2
-    scores = np.zeros((n_features, n_bins - 1, 2))
-    for f in range(n_features):
-        for b in range(n_bins - 1):
-            for missing_right in (0, 1):
-                numerator = denominator = 0.0
-                for n in range(n_nodes):
-                    for child in _children(hist[f, n], b, missing_right):
-                        for k in range(K):
-                            G, H = child[k], child[K + k]
-                            w = soft_threshold(G, l1) / max(H + l2, MIN_DENOMINATOR)
-                            numerator += w * soft_threshold(G, l1)
-                            denominator += w * w * H
-                scores[f, b, missing_right] = (numerator / np.sqrt(denominator)
-                                               if denominator > 0 else 0.0)
+    K = hist.shape[3] // 2
+    scores = np.zeros((hist.shape[0], hist.shape[2] - 1, 2))
+    for f, b, missing_right in _candidates(hist):
+        numerator = denominator = 0.0
+        for n in range(hist.shape[1]):
+            for child in _children(hist[f, n], b, missing_right):
+                for k in range(K):
+                    G, H = child[k], child[K + k]
+                    w = soft_threshold(G, l1) / max(H + l2, MIN_DENOMINATOR)
+                    numerator += w * soft_threshold(G, l1)
+                    denominator += w * w * H
+        scores[f, b, missing_right] = (numerator / np.sqrt(denominator)
+                                       if denominator > 0 else 0.0)
     return scores
 
 
