@@ -318,3 +318,23 @@ def test_long_columns_are_binned_through_the_prefix_table_as_by_searchsorted():
         expected = np.searchsorted(edges, column, side="left")
         assert_array_equal(got, expected)
         assert np.all(got[np.isnan(column)] == edges.size)
+
+
+def test_values_beside_an_edge_alone_in_its_prefix_are_binned_by_one_comparison():
+    # 255 distinct finite edges (no +inf padding, so the last bin is 255) spread over
+    # several magnitudes: most sit alone in their 16-bit prefix, where a value is binned
+    # by comparing it with that edge. Values on each edge and one float below and above
+    # it must get np.searchsorted's bins, the largest value bin 255 included.
+    rng = np.random.default_rng(1)
+    edges = np.unique(np.concatenate([rng.normal(size=120), rng.normal(scale=1e3, size=120),
+                                      rng.uniform(-1e-3, 1e-3, size=15)]).astype(np.float32))
+    assert edges.size == 255
+    keys = binning._host_order_key(edges) >> binning._PREFIX_SHIFT
+    counts = np.bincount(keys, minlength=2 ** (32 - binning._PREFIX_SHIFT))
+    assert (counts[keys] == 1).mean() > 0.5 and (counts[keys] > 1).any()
+    beside = np.concatenate([edges, np.nextafter(edges, np.float32(-np.inf)),
+                             np.nextafter(edges, np.float32(np.inf)), [edges[-1] * 2]])
+    column = rng.permutation(np.tile(beside, -(-binning._PREFIX_TABLE_MIN_ROWS // beside.size)))
+    got = binning._bin_column(edges, column.astype(np.float32))
+    assert_array_equal(got, np.searchsorted(edges, column, side="left"))
+    assert got.max() == 255
