@@ -1,8 +1,10 @@
 """Model selection: K-fold cross-validation (``cv``) as one vmapped fit over fold masks,
 the fold assignment it uses (``fold_ids``: plain, stratified or by query), and
-``fit_auto``, a fit whose learning rate and number of trees are cross-validated."""
+``fit_auto``, a fit whose learning rate, number of trees and, if asked, depth and other
+traced settings are cross-validated."""
 
 import functools
+import itertools
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
@@ -170,10 +172,12 @@ class AutoFit(NamedTuple):
       model: the Booster fitted on every row with the chosen settings.
       learning_rate: the chosen learning rate.
       n_trees: the chosen number of trees (the best round of the cross-validation + 1).
-      cv: the ``CVResult`` they were chosen from (axis 0 of its arrays: the rates), at
-        the chosen depth.
+      cv: the ``CVResult`` they were chosen from, at the chosen depth. Axis 0 of its
+        arrays: the rates; with ``grid``, the candidates, each combination of the
+        grid's values (in ``itertools.product`` order) with every rate in turn.
       depth: the depth of the trees (the chosen one of ``depths``).
       cv_by_depth: {depth: CVResult} for every depth cross-validated.
+      settings: {name: value}, the chosen value of each setting of ``grid``; {} without.
     """
 
     model: Booster
@@ -182,6 +186,7 @@ class AutoFit(NamedTuple):
     cv: CVResult
     depth: int = 6
     cv_by_depth: dict[int, CVResult] | None = None
+    settings: dict[str, float] | None = None
 
 
 @functools.partial(jax.jit, static_argnums=1)
@@ -192,7 +197,8 @@ def _reshaped(models: Booster, shape: tuple[int, ...]) -> Booster:
 
 
 def fit_auto(loss: "str | Objective | Callable", X, y, *, max_trees: int = 1000,
-             learning_rates=AUTO_LEARNING_RATES, depths=None, n_folds: int = 5,
+             learning_rates=AUTO_LEARNING_RATES, depths=None,
+             grid: Mapping[str, Any] | None = None, n_folds: int = 5,
              early_stopping_rounds: int | None = AUTO_EARLY_STOPPING_ROUNDS, group=None,
              sample_weight=None, eval_metric=None, fold_seed: int = 0,
              batch_size: int | None = None, **fit_kwargs) -> AutoFit:
@@ -208,13 +214,17 @@ def fit_auto(loss: "str | Objective | Callable", X, y, *, max_trees: int = 1000,
     the rounds each rate needs plus that patience, and one refit; at most (rates x
     folds + 1) fits of ``max_trees`` trees. With ``depths``, this is done once per
     depth (a depth is a shape, so each compiles its own program) and the best (depth,
-    rate, round) wins, the earlier depth of the list on a tie.
+    rate, round) wins, the earlier depth of the list on a tie. With ``grid``, every
+    combination of its values is cross-validated with every rate in the same vmapped
+    program (they are traced settings, as ``fit_many`` sweeps them), and the best
+    (combination, rate, round) wins, the earlier candidate on a tie.
 
     Example::
 
         auto = jaxgbt.fit_auto("logistic", X, y)
         auto.model.predict(X_test); auto.learning_rate, auto.n_trees
         jaxgbt.fit_auto("logistic", X, y, depths=[4, 6, 8]).depth
+        jaxgbt.fit_auto("softmax", X, y, grid={"min_data_in_leaf": [0, 20]}).settings
 
     Args:
       loss, X, y: as for ``jaxgbt.fit``.
@@ -222,6 +232,10 @@ def fit_auto(loss: "str | Objective | Callable", X, y, *, max_trees: int = 1000,
       learning_rates: the rates to choose from (each as ``fit`` checks it).
       depths: depths to choose from (distinct integers in [1, 12]); None keeps
         ``depth`` (``fit``'s default 6, or the one passed).
+      grid: {name: list of values} of traced ``fit`` settings to choose from as well
+        (``spec.TRACED`` but ``learning_rate``, ``base_score``, ``sample_weight`` and
+        ``seed``: e.g. ``l2``, ``min_data_in_leaf``, ``subsample``), each value checked
+        as ``fit`` checks it; None chooses none.
       early_stopping_rounds: the patience of each fold model (``cv``); None grows
         every model to ``max_trees``.
       n_folds, group, sample_weight, eval_metric, fold_seed, batch_size: as for ``cv``
@@ -235,6 +249,11 @@ def fit_auto(loss: "str | Objective | Callable", X, y, *, max_trees: int = 1000,
     """
     rates, depth_settings = _auto_choices(max_trees, learning_rates, depths,
                                           early_stopping_rounds, fit_kwargs)
+    candidates = [(combination, rate) for combination in _grid_combinations(grid, fit_kwargs)
+                  for rate in rates]
+    sweep = {"learning_rate": [rate for _, rate in candidates],
+             **{name: [combination[name] for combination, _ in candidates]
+                for name in candidates[0][0]}}
     objective = resolve(loss, fit_kwargs.get("link"))
     metric = resolve_metrics(eval_metric, objective, False, group is not None)[0]
     worst = -np.inf if metric.higher_is_better else np.inf
@@ -242,7 +261,7 @@ def fit_auto(loss: "str | Objective | Callable", X, y, *, max_trees: int = 1000,
     for setting in depth_settings:
         result = cv(loss, X, y, n_folds=n_folds, group=group, sample_weight=sample_weight,
                     eval_metric=eval_metric, fold_seed=fold_seed, batch_size=batch_size,
-                    params={"learning_rate": rates}, n_trees=max_trees,
+                    params=sweep, n_trees=max_trees,
                     early_stopping_rounds=early_stopping_rounds, **setting, **fit_kwargs)
         results[setting.get("depth")] = result
         scores = np.where(np.isnan(result.best_score), worst, result.best_score)
@@ -253,11 +272,44 @@ def fit_auto(loss: "str | Objective | Callable", X, y, *, max_trees: int = 1000,
     _, setting, chosen = best
     result = results[setting.get("depth")]
     n_trees = int(result.best_round[chosen]) + 1
-    model = fit(loss, X, y, n_trees=n_trees, learning_rate=rates[chosen], group=group,
-                sample_weight=sample_weight, **setting, **fit_kwargs)
+    combination, rate = candidates[chosen]
+    model = fit(loss, X, y, n_trees=n_trees, learning_rate=rate, group=group,
+                sample_weight=sample_weight, **setting, **combination, **fit_kwargs)
     by_depth = {model.depth if depth is None else depth: value
                 for depth, value in results.items()}
-    return AutoFit(model, rates[chosen], n_trees, result, model.depth, by_depth)
+    return AutoFit(model, rate, n_trees, result, model.depth, by_depth, combination)
+
+
+# Traced settings that fit_auto's grid cannot hold: chosen by fit_auto itself (the rate),
+# or per row or per fit rather than a regularisation to choose.
+_NOT_IN_GRID = ("learning_rate", "base_score", "sample_weight", "seed")
+
+
+def _grid_combinations(grid, fit_kwargs: dict) -> list[dict]:
+    """Every combination of ``fit_auto``'s ``grid`` values as {name: float}, in
+    ``itertools.product`` order ([{}] for no grid); each name and value checked."""
+    if grid is None:
+        return [{}]
+    if not isinstance(grid, Mapping) or not grid:
+        raise TypeError(f"grid must be a non-empty dict of setting name -> list of values; "
+                        f"got {grid!r}.")
+    values = {}
+    for name, choices in grid.items():
+        if name not in spec.TRACED or name in _NOT_IN_GRID:
+            allowed = ", ".join(n for n in spec.TRACED if n not in _NOT_IN_GRID)
+            hint = (" (use learning_rates=)" if name == "learning_rate"
+                    else " (use depths=)" if name == "depth" else "")
+            raise ValueError(f"grid[{name!r}]: fit_auto's grid holds traced fit settings "
+                             f"it can sweep in one program: {allowed}{hint}.")
+        if name in fit_kwargs:
+            raise ValueError(f"fit_auto: pass {name}= or grid[{name!r}], not both.")
+        if isinstance(choices, (str, bytes)) or np.ndim(choices) != 1 or len(choices) == 0:
+            raise TypeError(f"grid[{name!r}] must be a non-empty list of numbers; got "
+                            f"{choices!r}.")
+        values[name] = [float(spec.check_traced(name, value, f"grid[{name!r}][{i}]"))
+                        for i, value in enumerate(choices)]
+    return [dict(zip(values, combination, strict=True))
+            for combination in itertools.product(*values.values())]
 
 
 def _auto_choices(max_trees, learning_rates, depths, early_stopping_rounds,

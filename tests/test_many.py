@@ -343,7 +343,36 @@ def test_fit_auto_chooses_the_depth_with_the_best_cross_validated_score():
     _assert_same_model(auto.model, refit)
 
 
+def test_fit_auto_grid_chooses_among_every_combination_and_rate():
+    X, y = make_binary(seed=3)
+    grid = {"l2": [30.0, 0.0], "min_data_in_leaf": [60, 0]}  # the best last, not first
+    rates = (0.1, 0.5)
+    auto = jaxgbt.fit_auto("logistic", X, y, max_trees=24, learning_rates=rates, grid=grid,
+                           n_folds=3, depth=3, n_bins=16)
+    curves = auto.cv.mean["valid:logloss"]  # [combinations x rates, rounds]
+    assert curves.shape == (8, 24)
+    # every setting changes the curves: none of the 8 candidates is another's copy
+    assert len({curve.tobytes() for curve in np.asarray(curves)}) == 8
+    candidates = [(l2, m, rate) for l2 in grid["l2"] for m in grid["min_data_in_leaf"]
+                  for rate in rates]
+    best, round_ = np.unravel_index(np.nanargmin(curves), curves.shape)
+    l2, min_data, rate = candidates[best]
+    assert auto.settings == {"l2": l2, "min_data_in_leaf": min_data}
+    assert auto.learning_rate == rate and auto.n_trees == round_ + 1
+    refit = jaxgbt.fit("logistic", X, y, n_trees=auto.n_trees, learning_rate=rate, l2=l2,
+                       min_data_in_leaf=min_data, depth=3, n_bins=16)
+    _assert_same_model(auto.model, refit)
+
+
 @pytest.mark.parametrize("kwargs, error, pattern", [
+    (dict(grid={"depth": [3, 4]}), ValueError, r"grid\['depth'\].*use depths="),
+    (dict(grid={"learning_rate": [0.1]}), ValueError, "use learning_rates="),
+    (dict(grid={"seed": [0, 1]}), ValueError, r"grid\['seed'\]"),
+    (dict(grid={"l2": []}), TypeError, r"grid\['l2'\] must be a non-empty list"),
+    (dict(grid={"l2": [1.0, -1.0]}), ValueError, r"grid\['l2'\]\[1\]=-1.0"),
+    (dict(grid={"subsample": [0.5, 1.5]}), ValueError, r"grid\['subsample'\]\[1\]"),
+    (dict(grid={"l2": [1.0]}, l2=3.0), ValueError, r"l2= or grid\['l2'\], not both"),
+    (dict(grid=[("l2", [1.0])]), TypeError, "grid must be a non-empty dict"),
     (dict(depths=[3, 3]), ValueError, "depths must be distinct"),
     (dict(depths=[0]), ValueError, r"depths\[0\]=0 is out of range"),
     (dict(depths=3), TypeError, "depths must be a non-empty list"),
