@@ -287,11 +287,11 @@ def rows_per_hessian(node: jax.Array, gh: jax.Array, n_nodes: int,
     return jnp.where(positive, sums[:, 1] / jnp.where(positive, sums[:, 0], 1.0), 0.0)
 
 
-def _enough_rows(child: jax.Array, params: SplitParams) -> jax.Array:
-    """bool[F, n, B - 1]: whether a child's estimated rows (its Hessian summed over
-    outputs, times its node's ``rows_per_hessian``), rounded, reach
-    ``min_data_in_leaf``; ``child`` is f32[2K, F, n, B - 1], G then H first."""
-    rows = _sum_first(child[child.shape[0] // 2:]) * params.rows_per_hessian[None, :, None]
+def _enough_rows(hessian: jax.Array, params: SplitParams) -> jax.Array:
+    """bool[F, n, B - 1]: whether a child's estimated rows (its Hessian ``hessian``
+    f32[F, n, B - 1], summed over outputs, times its node's ``rows_per_hessian``),
+    rounded, reach ``min_data_in_leaf``."""
+    rows = hessian * params.rows_per_hessian[None, :, None]
     return rows >= params.min_data_in_leaf - 0.5
 
 
@@ -317,10 +317,12 @@ def _gains_and_parent(hist: jax.Array, params: SplitParams, bounds=None,
         gain = children - parent
         if cosine:
             cosine_terms.append((children, _cosine_denominator(left, right, params)))
-        allowed = ((_sum_first(left[n_outputs:]) >= params.min_child_weight)
-                   & (_sum_first(right[n_outputs:]) >= params.min_child_weight))
+        left_hessian, right_hessian = _sum_first(left[n_outputs:]), _sum_first(right[n_outputs:])
+        allowed = ((left_hessian >= params.min_child_weight)
+                   & (right_hessian >= params.min_child_weight))
         if params.rows_per_hessian is not None:
-            allowed = allowed & _enough_rows(left, params) & _enough_rows(right, params)
+            allowed = (allowed & _enough_rows(left_hessian, params)
+                       & _enough_rows(right_hessian, params))
         if monotone is not None:
             lower, upper = (b.T[:, None, :, None] for b in bounds)  # [K, 1, n, 1]
             w_left = jnp.clip(leaf_weight(left[:n_outputs], left[n_outputs:], params),
