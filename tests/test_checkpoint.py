@@ -7,11 +7,10 @@ import sys
 import textwrap
 import time
 import zipfile
-from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import SMALL, assert_same_model, make_regression
+from conftest import SMALL, assert_same_model, make_regression, python_path
 
 import jaxgbt
 from jaxgbt.io import ModelFormatError
@@ -140,7 +139,7 @@ def test_killed_training_process_resumes_to_the_same_model(tmp_path):
     # The kill comes while the process is held inside its third chunk (a callback that
     # sleeps), after two saved checkpoints: no race with the speed of training.
     n_trees = 96
-    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]))
+    env = dict(os.environ, PYTHONPATH=python_path())
     process = subprocess.Popen([sys.executable, str(script), str(path), str(n_trees),
                                 str(paused)], env=env)
     try:

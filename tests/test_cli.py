@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import python_path
 from typer.testing import CliRunner
 
 import jaxgbt
@@ -61,8 +62,7 @@ def _jaxgbt(*args, cwd: Path, script: bool = False) -> subprocess.CompletedProce
     installed = Path(sys.executable).with_name("jaxgbt")
     command = ([str(installed)] if script and installed.exists()
                else [sys.executable, "-m", "jaxgbt"])
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
-        filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
+    env = dict(os.environ, PYTHONPATH=python_path())
     return subprocess.run(command + [str(a) for a in args], cwd=cwd, env=env,
                           capture_output=True, text=True, timeout=300)
 

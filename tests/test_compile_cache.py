@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from conftest import python_path
+
 ROOT = Path(__file__).resolve().parents[1]
 FIT = ("import numpy as np, jax, jaxgbt; "
        "X = np.arange(64, dtype=np.float32).reshape(32, 2); "
@@ -18,7 +20,7 @@ FIT = ("import numpy as np, jax, jaxgbt; "
 def _run(code: str, **env) -> str:
     environment = {k: v for k, v in os.environ.items()
                    if not k.startswith(("JAXGBT_", "JAX_COMPILATION"))}
-    environment.update(env, PYTHONPATH=str(ROOT))
+    environment.update(env, PYTHONPATH=python_path())
     return subprocess.run([sys.executable, "-c", code], check=True, capture_output=True,
                           text=True, env=environment, cwd=ROOT).stdout.strip()
 

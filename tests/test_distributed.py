@@ -19,7 +19,7 @@ from typing import NamedTuple
 
 import numpy as np
 import pytest
-from conftest import two_devices
+from conftest import python_path, two_devices
 
 import jaxgbt
 from jaxgbt.cli.launch import free_port, launch
@@ -44,9 +44,7 @@ COMPARED = ("plain", "weighted_eval", "softmax", "depthwise_huber", "categorical
 
 
 def _env() -> dict:
-    repo = str(Path(__file__).parent.parent)
-    return {**os.environ, "PYTHONPATH": os.pathsep.join(
-        [repo, *filter(None, [os.environ.get("PYTHONPATH")])])}
+    return {**os.environ, "PYTHONPATH": python_path()}
 
 
 class _Run(NamedTuple):

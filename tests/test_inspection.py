@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import SMALL, make_binary
+from conftest import SMALL, make_binary, python_path
 
 import jaxgbt
 
@@ -89,7 +89,7 @@ print("explained")
 def test_explain_is_a_shap_explanation():
     # In a process of its own: shap brings numba and its own LLVM, which is kept out of
     # the test process, where XLA's compiler runs for the rest of the suite.
-    environment = dict(os.environ, PYTHONPATH=str(ROOT), JAXGBT_COMPILATION_CACHE="0")
+    environment = dict(os.environ, PYTHONPATH=python_path(), JAXGBT_COMPILATION_CACHE="0")
     done = subprocess.run([sys.executable, "-c", _EXPLAIN_IN_A_PROCESS], capture_output=True,
                           text=True, env=environment, cwd=ROOT)
     assert done.returncode == 0, done.stderr[-3000:]

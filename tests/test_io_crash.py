@@ -17,7 +17,7 @@ from pathlib import Path
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from conftest import N_FEATURES, SMALL, make_binary
+from conftest import N_FEATURES, SMALL, make_binary, python_path
 
 import jaxgbt
 from jaxgbt.model import Booster
@@ -70,7 +70,7 @@ def test_sigkill_during_save_leaves_the_old_or_the_new_model(tmp_path):
     folder.mkdir()
     target = folder / "model.jgbt"
     env = dict(os.environ, JAX_PLATFORMS="cpu",
-               PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
+               PYTHONPATH=python_path())
     rng = random.Random(SEED)
     outcomes = []
     for _ in range(KILLS):

@@ -8,7 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 import reference
-from conftest import SMALL, make_regression
+from conftest import SMALL, assert_same_numbers, make_regression
 from numpy.testing import assert_allclose, assert_array_equal
 from test_constraints import _violations
 from test_depthwise import _paths, features_and_labels
@@ -66,8 +66,7 @@ def test_every_leaf_allowed_equals_depthwise_with_constraints_and_node_sampling(
     lossguide = jaxgbt.fit("squared_error", X, y, grow_policy="lossguide",
                            max_leaves=2 ** SMALL["depth"], **kwargs)
     for name in ("feature", "threshold", "default_left", "split_gain", "leaf_value", "cover"):
-        assert_array_equal(np.asarray(getattr(lossguide, name)),
-                           np.asarray(getattr(depthwise, name)), err_msg=name)
+        assert_same_numbers(getattr(lossguide, name), getattr(depthwise, name), err_msg=name)
 
 
 def test_leaves_searched_in_windows_of_the_row_order_give_the_same_trees():
@@ -80,8 +79,7 @@ def test_leaves_searched_in_windows_of_the_row_order_give_the_same_trees():
     lossguide = jaxgbt.fit("squared_error", X, y, grow_policy="lossguide", max_leaves=32,
                            **kwargs)
     for name in ("feature", "threshold", "default_left", "split_gain", "leaf_value", "cover"):
-        assert_array_equal(np.asarray(getattr(lossguide, name)),
-                           np.asarray(getattr(depthwise, name)), err_msg=name)
+        assert_same_numbers(getattr(lossguide, name), getattr(depthwise, name), err_msg=name)
 
 
 @pytest.fixture(scope="module")

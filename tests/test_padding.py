@@ -3,8 +3,7 @@ and fits on nearby row counts share one compiled chunk."""
 
 import numpy as np
 import pytest
-from conftest import count_compilations
-from numpy.testing import assert_array_equal
+from conftest import assert_same_numbers, count_compilations
 
 import jaxgbt
 from jaxgbt.engine import compile as compile_module
@@ -67,10 +66,9 @@ def test_padded_fit_is_the_unpadded_one_bit_for_bit(monkeypatch, name):
 
     for field in ("feature", "threshold", "default_left", "split_gain", "leaf_value",
                   "cover", "base_score"):
-        assert_array_equal(np.asarray(getattr(padded, field)),
-                           np.asarray(getattr(unpadded, field)), err_msg=field)
+        assert_same_numbers(getattr(padded, field), getattr(unpadded, field), err_msg=field)
     assert padded.best_round == unpadded.best_round
-    assert_array_equal(np.asarray(padded.predict(X)), np.asarray(unpadded.predict(X)))
+    assert_same_numbers(padded.predict(X), unpadded.predict(X))
 
 
 def test_row_counts_in_one_bucket_share_the_compiled_chunk():

@@ -5,10 +5,10 @@ import os
 import subprocess
 import sys
 import textwrap
-from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import python_path
 
 import jaxgbt
 
@@ -28,7 +28,7 @@ _FIT = textwrap.dedent("""
 @pytest.mark.slow
 def test_a_fit_in_another_process_gives_the_same_bits(tmp_path):
     path = tmp_path / "other.jgbt"
-    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]))
+    env = dict(os.environ, PYTHONPATH=python_path())
     subprocess.run([sys.executable, "-c", _FIT + f"model.save({str(path)!r})"], env=env,
                    check=True)
     here = {}

@@ -6,7 +6,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 import reference
-from conftest import SMALL, make_binary, make_regression
+from conftest import SMALL, assert_same_numbers, make_binary, make_regression
 from numpy.testing import assert_array_equal
 
 import jaxgbt
@@ -113,7 +113,7 @@ def test_cosine_with_noise_does_not_depend_on_how_features_are_blocked(monkeypat
         trees.append(grow_tree(jnp.asarray(bins), jnp.asarray(gh), params, DEPTH, N_BINS,
                                score_function="cosine")[0])
     for got, expected in zip(*trees, strict=True):
-        assert_array_equal(np.asarray(got), np.asarray(expected))
+        assert_same_numbers(got, expected)
 
 
 def test_lossguide_cosine_tree_with_every_leaf_is_the_depthwise_one():
@@ -123,7 +123,7 @@ def test_lossguide_cosine_tree_with_every_leaf_is_the_depthwise_one():
     lossguide = grow_lossguide_tree(jnp.asarray(bins), jnp.asarray(gh), _params(), DEPTH,
                                     N_BINS, 2**DEPTH, score_function="cosine")[0]
     for got, expected in zip(lossguide, depthwise, strict=True):
-        assert_array_equal(np.asarray(got), np.asarray(expected))
+        assert_same_numbers(got, expected)
 
 
 def test_fit_with_cosine_scores_trains_predicts_and_reloads(tmp_path):

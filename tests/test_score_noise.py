@@ -5,7 +5,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from conftest import SMALL, make_binary
+from conftest import SMALL, assert_same_numbers, make_binary
 from numpy.testing import assert_array_equal
 
 import jaxgbt
@@ -128,7 +128,7 @@ def test_zero_noise_finds_the_plain_split(grow):
     # The square root keeps the order of the gains: no noise, the same tree.
     plain, quiet = _tree(_grown(grow, _params())), _tree(_grown(grow, _params(scale=0.0)))
     for got, expected in zip(quiet, plain, strict=True):
-        assert_array_equal(np.asarray(got), np.asarray(expected))
+        assert_same_numbers(got, expected)
 
 
 @GROWERS
@@ -152,7 +152,7 @@ def test_noise_does_not_depend_on_how_features_are_blocked(monkeypatch, grow):
         monkeypatch.setattr(search, "SEARCH_BLOCK_BYTES", block_bytes)
         trees.append(_tree(_grown(grow, _params(scale=1.0, seed=3))))
     for got, expected in zip(*trees, strict=True):
-        assert_array_equal(np.asarray(got), np.asarray(expected))
+        assert_same_numbers(got, expected)
 
 
 def test_fit_with_random_strength_is_seeded_and_plain_at_zero():

@@ -5,6 +5,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from conftest import assert_same_numbers
 from numpy.testing import assert_array_equal
 
 import jaxgbt.core.search as search
@@ -50,7 +51,7 @@ def test_blocks_of_features_find_the_same_tree(monkeypatch, grow):
     assert search.features_per_block(8, 4, N_BINS, 2, sharded=False) == 8
     for tree in trees[:-1]:
         for got, expected in zip(tree, trees[-1], strict=True):
-            assert_array_equal(np.asarray(got), np.asarray(expected))
+            assert_same_numbers(got, expected)
     assert np.any(np.asarray(trees[-1].gain) > 0)
 
 
@@ -67,7 +68,7 @@ def test_monotone_depthwise_bounds_come_from_the_winning_block(monkeypatch):
     one, blocks = (_trees(monkeypatch, size, grow_depthwise_tree, monotone=monotone)
                    for size in (2**30, 1))
     for got, expected in zip(jax.tree.leaves(blocks), jax.tree.leaves(one), strict=True):
-        assert_array_equal(np.asarray(got), np.asarray(expected))
+        assert_same_numbers(got, expected)
 
 
 def test_block_size_spreads_features_evenly():
@@ -98,7 +99,7 @@ def test_data_without_missing_values_search_one_direction_to_the_same_tree(monke
     monkeypatch.setattr(split, "_searched", lambda hist, search: search(2))
     both = fitted()
     for got, expected in zip(jax.tree.leaves(one_direction), jax.tree.leaves(both), strict=True):
-        assert_array_equal(np.asarray(got), np.asarray(expected))
+        assert_same_numbers(got, expected)
     assert np.all(np.asarray(one_direction[0].default_left))
 
 
@@ -126,7 +127,7 @@ def test_small_searches_at_one_node_count_find_the_same_tree(monkeypatch, grow):
     three_sizes = grown()
     for got, expected in zip(jax.tree.leaves(one_size), jax.tree.leaves(three_sizes),
                              strict=True):
-        assert_array_equal(np.asarray(got), np.asarray(expected))
+        assert_same_numbers(got, expected)
     assert np.sum(np.asarray(one_size[0].gain) > 0) >= 3
 
 
@@ -159,7 +160,7 @@ def test_large_searches_at_an_eighth_size_find_the_same_tree(monkeypatch, grow):
     assert tree_module.search_sizes(depth, 1) == [2, 2, 4, 8, 16]
     for got, expected in zip(jax.tree.leaves(four_sizes), jax.tree.leaves(three_sizes),
                              strict=True):
-        assert_array_equal(np.asarray(got), np.asarray(expected))
+        assert_same_numbers(got, expected)
     assert np.sum(np.asarray(four_sizes[0].gain) > 0) >= 3
 
 
@@ -203,7 +204,7 @@ def test_few_valued_features_searched_narrower_give_the_same_model(monkeypatch, 
             np.testing.assert_allclose(getattr(narrow, name), getattr(wide, name), rtol=1e-5,
                                        atol=1e-6)
             continue
-        assert_array_equal(np.asarray(getattr(narrow, name)), np.asarray(getattr(wide, name)))
+        assert_same_numbers(getattr(narrow, name), getattr(wide, name), err_msg=name)
     assert set(np.asarray(narrow.feature).ravel()) & set(range(2, 12))
 
 
