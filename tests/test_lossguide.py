@@ -16,7 +16,7 @@ from test_tree import CASES, DEPTH, N_BINS, _binned_problem, _split_params
 from test_tree import _assert_same_tree as assert_same_tree
 
 import jaxgbt
-from jaxgbt.core.tree import WINDOW_MIN_ROWS, grow_lossguide_tree, window_sizes
+from jaxgbt.core.tree import WINDOW_MIN_ROWS, _with_entries, grow_lossguide_tree, window_sizes
 from jaxgbt.data.binning import apply_bins, compute_thresholds
 
 _grow = jax.jit(grow_lossguide_tree,
@@ -67,6 +67,22 @@ def test_every_leaf_allowed_equals_depthwise_with_constraints_and_node_sampling(
                            max_leaves=2 ** SMALL["depth"], **kwargs)
     for name in ("feature", "threshold", "default_left", "split_gain", "leaf_value", "cover"):
         assert_same_numbers(getattr(lossguide, name), getattr(depthwise, name), err_msg=name)
+
+
+def test_node_tables_take_children_inside_them_and_ignore_those_past_the_end():
+    # The children of a node at the last level lie past the tables' end: nothing changes.
+    # Batched as fit_many batches it (a member's children inside, another's outside).
+    table = np.arange(12, dtype=np.float32).reshape(6, 2)
+    index = np.array([[2, 3], [6, 7], [4, 5]], np.int32)
+    values = -np.arange(1, 13, dtype=np.float32).reshape(3, 2, 2)
+    got = jax.jit(jax.vmap(_with_entries, in_axes=(None, 0, 0)))(table, index, values)
+    for member in range(3):
+        expected = table.copy()
+        inside = index[member] < len(table)
+        expected[index[member][inside]] = values[member][inside]
+        assert_array_equal(np.asarray(got[member]), expected)
+    assert not np.array_equal(np.asarray(got[0]), table)
+    assert_array_equal(np.asarray(got[1]), table)
 
 
 def test_leaves_searched_in_windows_of_the_row_order_give_the_same_trees():

@@ -475,6 +475,17 @@ def _searched_pair(state: _LeafwiseState, search, columns, gh, params: SplitPara
         open_gain=stored(state.open_gain, gain))
 
 
+def _with_entries(table: jax.Array, index: jax.Array, values: jax.Array) -> jax.Array:
+    """``table`` [T, ...] with ``table[index[k]] = values[k]`` for each of a few distinct
+    indices i32[K] inside it; an index past the end (the children of a node at the last
+    level) changes nothing. Written as K selects, not a scatter that drops updates: XLA:GPU's
+    deterministic scatter, batched under vmap, wrote some dropped updates into the table."""
+    entry = jnp.arange(table.shape[0], dtype=jnp.int32).reshape((-1,) + (1,) * (table.ndim - 1))
+    for k in range(index.shape[0]):
+        table = jnp.where(entry == index[k], values[k], table)
+    return table
+
+
 def _partitioned(state: _LeafwiseState, h: jax.Array, do: jax.Array, split: LevelSplit,
                  bins: jax.Array, n_bins: int, sizes: list[int]) -> _LeafwiseState:
     """The state with leaf h's rows moved to its children (when ``do``): their node ids,
@@ -491,9 +502,14 @@ def _partitioned(state: _LeafwiseState, h: jax.Array, do: jax.Array, split: Leve
         right_rank = jnp.cumsum(moved & right, dtype=jnp.int32) - 1
         n_left = left_rank[-1] + 1
         place = jnp.where(right, first + n_left + right_rank, first + left_rank) - offset
-        order = rows.at[jnp.where(moved, place, size)].set(rows, mode="drop")
-        node = state.node.at[jnp.where(moved, rows, state.node.shape[0])].set(
-            2 * h + right.astype(jnp.int32), mode="drop")
+        # Every index in bounds and each once (the moved rows' new places are the places
+        # they leave): XLA:GPU's deterministic scatter, batched under vmap, wrote some
+        # updates meant to be dropped (docs/reliability.md#reproducibility).
+        unmoved = jnp.arange(size, dtype=jnp.int32)
+        order = rows.at[jnp.where(moved, place, unmoved)].set(rows, unique_indices=True)
+        node = state.node.at[rows].set(
+            jnp.where(moved, 2 * h + right.astype(jnp.int32), state.node[rows]),
+            unique_indices=True)
         return jax.lax.dynamic_update_slice_in_dim(state.order, order, offset, 0), node, n_left
 
     order, node, n_left = _in_window(sizes, first, count, window)
@@ -501,8 +517,8 @@ def _partitioned(state: _LeafwiseState, h: jax.Array, do: jax.Array, split: Leve
     n_left = jnp.where(do, n_left, count)
     return state._replace(
         order=order, node=node,
-        start=state.start.at[children].set(jnp.stack([first, first + n_left]), mode="drop"),
-        count=state.count.at[children].set(jnp.stack([n_left, count - n_left]), mode="drop"))
+        start=_with_entries(state.start, children, jnp.stack([first, first + n_left])),
+        count=_with_entries(state.count, children, jnp.stack([n_left, count - n_left])))
 
 
 def _split_best_leaf(state: _LeafwiseState, bins: jax.Array, n_bins: int, max_leaves: int,
@@ -518,7 +534,7 @@ def _split_best_leaf(state: _LeafwiseState, bins: jax.Array, n_bins: int, max_le
     used = state.used
     if used is not None:
         path = used[h].at[split.feature].set(used[h][split.feature] | do)
-        used = used.at[children].set(path, mode="drop")
+        used = _with_entries(used, children, jnp.stack([path, path]))
     bounds = state.bounds
     if bounds is not None:
         n_outputs = state.children[0].shape[1] // 2
@@ -528,7 +544,7 @@ def _split_best_leaf(state: _LeafwiseState, bins: jax.Array, n_bins: int, max_le
             leaf_weight(right_sums[:, :n_outputs], right_sums[:, n_outputs:], params),
             tuple(b[h][None] for b in bounds),
             jnp.where(do, monotone[split.feature], 0)[None])
-        bounds = tuple(b.at[children].set(jnp.concatenate([lft, r]))
+        bounds = tuple(_with_entries(b, children, jnp.concatenate([lft, r]))
                        for b, lft, r in zip(bounds, *new, strict=True))
     return state._replace(
         is_split=state.is_split.at[h].set(state.is_split[h] | do),
