@@ -39,7 +39,7 @@ timeout "${HISTOGRAM_S:-150}" $python experiments/bench_histogram.py \
 # turns warnings into errors. conftest.py turns XLA's deterministic GPU ops on, which
 # makes the suite slower there than on CPU.
 timeout "${TESTS_S:-300}" $python -m pytest -m "not slow" -v -rfE -p no:cacheprovider -p no:benchmark \
-  -n "${TEST_WORKERS:-8}" --maxprocesses "${TEST_WORKERS:-8}" ${TESTS:-tests} 2>&1 \
+  -n "${TEST_WORKERS:-12}" --maxprocesses "${TEST_WORKERS:-12}" ${TESTS:-tests} 2>&1 \
   > "$out/tests.log"
 echo "tests: exit $? (124: stopped at the time limit)"
 grep -cE ' PASSED' "$out/tests.log" | sed 's/^/passed: /'
