@@ -162,8 +162,11 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
       sampling: how rows are sampled: "bernoulli" (keep each row with probability
         ``subsample``), "poisson" (bootstrap counts with mean ``subsample``), "goss"
         (gradient-based one-side sampling with ``goss_top_rate``/``goss_other_rate``)
-        or "bayesian" (CatBoost's Bayesian bootstrap: every row, at a random weight
-        (-log u)^``bagging_temperature`` per round; ``subsample`` is not used).
+        "bayesian" (CatBoost's Bayesian bootstrap: every row, at a random weight
+        (-log u)^``bagging_temperature`` per round; ``subsample`` is not used) or "mvs"
+        (CatBoost's minimal variance sampling: ``subsample`` of the rows expected per
+        round, those of large gradients kept more often, each kept row weighted by one
+        over its probability; CatBoost's default is ``subsample=0.8``).
       bagging_temperature: with ``sampling="bayesian"``, >= 0: 0 weighs every row 1,
         1 draws Exp(1) weights, larger values spread them more.
       goss_top_rate, goss_other_rate: GOSS's kept fraction of largest gradients and

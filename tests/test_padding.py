@@ -38,10 +38,11 @@ FITS = {
     "depthwise, weights": dict(grow_policy="depthwise", sample_weight=True),
     "poisson": dict(subsample=0.8, sampling="poisson", colsample_bylevel=0.6),
     "bayesian, random strength": dict(sampling="bayesian", random_strength=1.0),
+    "mvs, weights": dict(sampling="mvs", subsample=0.5, sample_weight=True),
     "quantile, base_margin": dict(loss="quantile@0.7", base_margin=True),
     "early stopping": dict(eval_set=True, early_stopping_rounds=2),
 }
-FAST = ("plain", "bernoulli rows gathered", "ordered")
+FAST = ("plain", "bernoulli rows gathered", "ordered", "mvs, weights")
 
 
 @pytest.mark.parametrize("name", [name if name in FAST else pytest.param(

@@ -54,6 +54,78 @@ def test_goss_keeps_the_largest_gradients_and_reweights_the_rest():
     assert abs(np.mean(rest > 0) - 0.1 / 0.8) < 0.02
 
 
+def test_row_sums_keep_their_bits_when_zero_rows_are_appended():
+    x = np.random.default_rng(9).normal(size=1003).astype(np.float32) * 1e3
+    for n in (1, 127, 200, 256, 1003):
+        alone = sampling.row_sum(jnp.asarray(x[:n]))
+        for pad in (1, 56, 300):
+            with_zeros = np.concatenate([x[:n], np.zeros(pad, np.float32)])
+            padded = sampling.row_sum(jnp.asarray(with_zeros))
+            assert np.asarray(padded).tobytes() == np.asarray(alone).tobytes(), (n, pad)
+        np.testing.assert_allclose(float(alone), x[:n].astype(np.float64).sum(), rtol=1e-5,
+                                   atol=1e-2)
+
+
+def _mvs_threshold_float64(importance, expected):
+    """mu with sum min(1, r / mu) = expected, from the sorted importances: the k largest
+    kept with p = 1 and mu = (sum of the rest) / (expected - k), for the first k whose
+    mu lies between the k-th and (k+1)-th largest."""
+    r = np.sort(np.asarray(importance, np.float64))[::-1]
+    r = r[r > 0]
+    for k in range(len(r)):
+        mu = r[k:].sum() / (expected - k)
+        if (k == 0 or r[k - 1] >= mu) and r[k] <= mu:
+            return mu
+    raise AssertionError("no threshold")
+
+
+@pytest.mark.parametrize("rate", [0.05, 0.3, 0.8])
+def test_mvs_threshold_matches_a_float64_search(rate):
+    rng = np.random.default_rng(6)
+    importance = np.abs(rng.standard_t(2, size=3000)).astype(np.float32)
+    importance[:300] = 0.0  # rows of weight 0
+    expected = rate * 2700
+    mu = float(sampling.mvs_threshold(jnp.asarray(importance), jnp.float32(expected)))
+    np.testing.assert_allclose(mu, _mvs_threshold_float64(importance, expected), rtol=1e-5)
+    kept = np.minimum(1.0, importance.astype(np.float64) / mu).sum()
+    assert expected * (1 - 1e-4) < kept <= expected * (1 + 1e-5)
+
+
+def test_mvs_keeps_large_gradients_thins_the_rest_and_keeps_sums_unbiased():
+    # Heavy-tailed gradients, 100 rows of weight 0, 300 rows at weight 2: the rows of
+    # largest importance are always kept at weight 1, the others kept with probability
+    # r / mu and weighted by mu / r; the weighted sums of |g| keep their mean.
+    rng = np.random.default_rng(7)
+    n = 4000
+    g = rng.standard_t(3, size=(n, 1)).astype(np.float32)
+    weight = np.ones(n, np.float32)
+    weight[:100] = 0.0
+    weight[100:400] = 2.0
+    params = _params(subsample=0.3)
+    keys = jax.random.split(jax.random.PRNGKey(8), 400)
+    draws = np.asarray(jax.jit(jax.vmap(lambda k: sampling.row_multiplier(
+        k, "mvs", params, jnp.asarray(g), jnp.asarray(weight))))(keys), np.float64)
+    assert np.all(draws[:, :100] == 0.0)
+    kept = draws > 0
+    assert abs(kept[:, 100:].mean() - 0.3) < 0.01
+    # The reference's probabilities: importance sqrt(|w g|^2 + mean(|w g|)^2).
+    wg = np.abs(weight[100:, None] * g[100:]).astype(np.float64)[:, 0]
+    importance = np.sqrt(wg**2 + wg.mean() ** 2)
+    probability = np.minimum(1.0, importance / _mvs_threshold_float64(importance, 0.3 * 3900))
+    always = probability == 1.0
+    assert 0 < always.sum() < 3900
+    assert np.all(draws[:, 100:][:, always] == 1.0)
+    thinned = draws[:, 100:][:, ~always]
+    np.testing.assert_allclose(thinned.max(axis=0), 1.0 / probability[~always], rtol=1e-4)
+    np.testing.assert_allclose(kept[:, 100:].mean(axis=0), probability, atol=0.1)
+    totals = draws[:, 100:] @ wg
+    assert abs(totals.mean() / wg.sum() - 1.0) < 0.01
+    # At a rate of 1 every row of positive weight is kept at weight 1 exactly.
+    every = sampling.row_multiplier(keys[0], "mvs", _params(subsample=1.0), jnp.asarray(g),
+                                    jnp.asarray(weight))
+    np.testing.assert_array_equal(np.asarray(every), (weight > 0).astype(np.float32))
+
+
 def test_feature_masks_draw_the_asked_fraction_within_the_tree():
     masks = np.asarray(sampling.level_feature_masks(
         jax.random.PRNGKey(3), _params(colsample_bytree=0.5, colsample_bylevel=0.5), 10, 4))
@@ -64,7 +136,7 @@ def test_feature_masks_draw_the_asked_fraction_within_the_tree():
 
 @pytest.mark.parametrize("options", [
     dict(subsample=0.5), dict(subsample=1.0, sampling="poisson"), dict(sampling="goss"),
-    dict(sampling="bayesian"),
+    dict(sampling="bayesian"), dict(sampling="mvs", subsample=0.5),
     dict(colsample_bytree=0.5), dict(colsample_bylevel=0.5),
 ])
 def test_sampling_is_reproducible_from_the_seed_and_changes_with_it(regression_data, options):

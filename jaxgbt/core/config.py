@@ -21,7 +21,7 @@ ROW_AXIS = "rows"
 # The modes of a training program, checked once from fit's arguments (``jaxgbt.spec``).
 GrowPolicy = Literal["oblivious", "depthwise", "lossguide"]
 Boosting = Literal["plain", "ordered"]
-RowSampling = Literal["bernoulli", "poisson", "goss", "bayesian"]
+RowSampling = Literal["bernoulli", "poisson", "goss", "bayesian", "mvs"]
 ScoreFunction = Literal["l2", "cosine"]
 
 
@@ -63,7 +63,7 @@ class BoostConfig:
       fisher: the objective's expected Hessian, for ``curvature="fisher"``.
       grouped: the loss is over groups of rows (``loss(y_q, f_q, mask_q)``).
       leaf_quantile: when set, leaves are refreshed to this quantile of the residuals.
-      row_sampling: "none", "bernoulli", "poisson", "goss" or "bayesian" (see
+      row_sampling: "none", "bernoulli", "poisson", "goss", "bayesian" or "mvs" (see
         ``sampling``).
       sample_capacity: M, the row slots a sampled round grows its tree on
         (``sampling.sample_capacity``), or None to grow every tree on all rows.

@@ -16,6 +16,13 @@ Row sampling multiplies each row's weight for the round:
   bayesian   CatBoost's Bayesian bootstrap: a weight (-log u)^``bagging_temperature``
              per row, u uniform on (0, 1): at temperature 1 the Exp(1) weights of
              Rubin's Bayesian bootstrap, at 0 every row at weight 1; every row is kept
+  mvs        CatBoost's minimal variance sampling (its default bootstrap on CPU): row i
+             is kept with probability p_i = min(1, r_i / mu) and weighted up by 1 / p_i,
+             r_i = sqrt(|w_i g_i|^2 + lambda), mu such that the p_i sum to ``subsample``
+             times the rows of positive weight, lambda the square of the mean |w_i g_i|
+             (CatBoost's ``mvs_reg`` on its first round): rows of large gradients are
+             kept, the others thinned with their weight raised, so sums of g and h keep
+             their expectation with less variance than a uniform draw
 A round that samples rows by ``bernoulli`` or ``poisson`` grows its tree on the drawn
 rows alone when the rate is known on the host: they are gathered into a fixed number of
 slots (``sample_capacity``, a bound on how many rows a round draws) and every histogram
@@ -41,7 +48,7 @@ from jaxgbt.core.layout import layout
 from jaxgbt.core.order import kth_largest
 from jaxgbt.core.tracing import is_traced
 
-ROW_SAMPLING = ("none", "bernoulli", "poisson", "goss", "bayesian")
+ROW_SAMPLING = ("none", "bernoulli", "poisson", "goss", "bayesian", "mvs")
 
 
 # GOSS's rates as divisors are at least this: a top rate of 1 or an other rate of 0
@@ -69,12 +76,14 @@ def round_keys(params: SamplingParams, round_index: jax.Array) -> tuple[jax.Arra
     return rows, features
 
 
-def row_multiplier(key: jax.Array, method: str, params: SamplingParams, g: jax.Array
-                   ) -> jax.Array | None:
+def row_multiplier(key: jax.Array, method: str, params: SamplingParams, g: jax.Array,
+                   weight: jax.Array | None = None) -> jax.Array | None:
     """f32[N] per-row weight multiplier for the round, or None for no sampling.
 
     Args:
-      g: f32[N, K], the round's gradients (GOSS ranks rows by their norm).
+      g: f32[N, K], the round's gradients (GOSS and MVS rank rows by their norm).
+      weight: f32[N], the rows' weights (MVS: rows of weight 0, padding among them, are
+        never drawn nor counted); None weighs every row 1.
     """
     n_rows = g.shape[0]
     if method == "none":
@@ -97,7 +106,67 @@ def row_multiplier(key: jax.Array, method: str, params: SamplingParams, g: jax.A
         # u in [tiny, 1): -log u is finite, and 0 only at u = 1, never drawn.
         u = jax.random.uniform(key, (n_rows,), minval=jnp.finfo(jnp.float32).tiny)
         return jnp.power(-jnp.log(u), params.bagging_temperature)
+    if method == "mvs":
+        return _minimal_variance_multiplier(key, params.subsample, g, weight)
     raise ValueError(f"row sampling {method!r}: use one of {ROW_SAMPLING}.")
+
+
+# Lanes of ``row_sum``: the rows are added in row order within each of this many lanes.
+_SUM_LANES = 128
+
+
+def row_sum(values: jax.Array) -> jax.Array:
+    """f32[]: the sum of ``values`` f32[N], with the same bits when zero rows are appended
+    (a fit padded to its row bucket keeps the unpadded fit's model): row i goes to lane
+    i % 128, each lane adds its rows in row order, then the 128 lane totals are added."""
+    lanes = jnp.pad(values, (0, -values.shape[0] % _SUM_LANES)).reshape(-1, _SUM_LANES)
+    return jnp.sum(jnp.sum(lanes, axis=0))
+
+
+# Halvings of the interval that holds MVS's threshold: its upper end is then within
+# 2**-24 (float32's resolution) of the interval's first width above the threshold.
+_MVS_HALVINGS = 24
+
+
+def mvs_threshold(importance: jax.Array, expected: jax.Array) -> jax.Array:
+    """f32[]: mu with sum_i min(1, importance_i / mu) = ``expected`` (to float32), or
+    just below it: the smallest mu found whose expected sample is at most ``expected``.
+
+    Args:
+      importance: f32[N] >= 0; rows at 0 are never drawn.
+      expected: f32[] > 0, the expected sample size (at most the count of positive
+        importances; at or above it every positive row is kept, p = 1).
+    """
+    tiny = jnp.finfo(jnp.float32).tiny
+    # sum min(1, r / mu) <= sum r / mu, which is `expected` at mu = sum r / expected.
+    high = jnp.maximum(row_sum(importance) / expected, tiny)
+
+    def halve(_, bounds):
+        low, high = bounds
+        middle = 0.5 * (low + high)
+        too_many = row_sum(jnp.minimum(1.0, importance / jnp.maximum(middle, tiny))) > expected
+        return jnp.where(too_many, middle, low), jnp.where(too_many, high, middle)
+
+    return jax.lax.fori_loop(0, _MVS_HALVINGS, halve, (jnp.float32(0.0), high))[1]
+
+
+def _minimal_variance_multiplier(key: jax.Array, rate: jax.Array, g: jax.Array,
+                                 weight: jax.Array | None) -> jax.Array:
+    """f32[N]: MVS's per-row multiplier (``ROW_SAMPLING``), 1 / p_i for a kept row, else 0."""
+    if weight is None:
+        weight = jnp.ones(g.shape[0], g.dtype)
+    counted = weight > 0
+    norm = jnp.sqrt(jnp.sum(jnp.square(weight[:, None] * g), axis=1))
+    n_counted = jnp.maximum(jnp.sum(counted, dtype=jnp.int32).astype(jnp.float32), 1.0)
+    regulariser = jnp.square(row_sum(jnp.where(counted, norm, 0.0)) / n_counted)
+    importance = jnp.where(counted, jnp.sqrt(jnp.square(norm) + regulariser), 0.0)
+    threshold = mvs_threshold(importance, jnp.clip(rate, 0.0, 1.0) * n_counted)
+    probability = jnp.minimum(1.0, importance / threshold)
+    u = jax.random.uniform(key, (g.shape[0],))
+    kept = counted & (u < probability)
+    multiplier = jnp.where(kept, 1.0 / jnp.where(kept, probability, 1.0), 0.0)
+    # At a rate of 1 every row is kept at weight 1 exactly (not at mu's float32 rounding).
+    return jnp.where(rate >= 1.0, counted.astype(jnp.float32), multiplier)
 
 
 # A round's drawn rows are gathered only when at most this fraction of the rows could be
@@ -202,7 +271,7 @@ def node_feature_masks(key: jax.Array, params: SamplingParams, level_masks: jax.
 def sampled_weight(key: jax.Array, method: str, params: SamplingParams, g: jax.Array,
                    weight: jax.Array) -> jax.Array:
     """f32[N, 1]: the round's row weights, ``weight`` f32[N] times the row multiplier."""
-    multiplier = row_multiplier(key, method, params, g)
+    multiplier = row_multiplier(key, method, params, g, weight)
     return (weight if multiplier is None else weight * multiplier)[:, None]
 
 
