@@ -161,7 +161,7 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
       subsample: row sampling rate per round, in (0, 1] (see ``jaxgbt.core.sampling``).
       sampling: how rows are sampled: "bernoulli" (keep each row with probability
         ``subsample``), "poisson" (bootstrap counts with mean ``subsample``), "goss"
-        (gradient-based one-side sampling with ``goss_top_rate``/``goss_other_rate``)
+        (gradient-based one-side sampling with ``goss_top_rate``/``goss_other_rate``),
         "bayesian" (CatBoost's Bayesian bootstrap: every row, at a random weight
         (-log u)^``bagging_temperature`` per round; ``subsample`` is not used) or "mvs"
         (CatBoost's minimal variance sampling: ``subsample`` of the rows expected per

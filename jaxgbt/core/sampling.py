@@ -123,8 +123,8 @@ def row_sum(values: jax.Array) -> jax.Array:
     return jnp.sum(jnp.sum(lanes, axis=0))
 
 
-# Halvings of the interval that holds MVS's threshold: its upper end is then within
-# 2**-24 (float32's resolution) of the interval's first width above the threshold.
+# Halvings of the interval that holds MVS's threshold: after 24 the threshold is known
+# to 2**-24 of the first interval's width, float32's resolution.
 _MVS_HALVINGS = 24
 
 
