@@ -347,6 +347,9 @@ def main(cfg: dict) -> dict:
     for name in cfg["datasets"]:
         spec = cfg["data"][name]
         outcome = run_dataset(name, spec, cfg)
+        # A set's programs serve no other set (shapes differ); kept, a run of every set
+        # with a few variants used up the process's memory maps (jaxgbt.clear_caches).
+        jaxgbt.clear_caches()
         if outcome is None:
             print(f"\n{name}: data not found under {SHARED_DATA}; skipped", flush=True)
             continue

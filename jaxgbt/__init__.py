@@ -11,6 +11,7 @@ from jaxgbt.differentiable import finetune_trace as finetune_trace
 from jaxgbt.differentiable import pairwise_auc_loss as pairwise_auc_loss
 from jaxgbt.differentiable import soft_predict_raw as soft_predict_raw
 from jaxgbt.engine.cache import enable_persistent_cache
+from jaxgbt.engine.compile import clear_caches as clear_caches
 from jaxgbt.evaluation import metrics as metrics
 from jaxgbt.evaluation.evaluator import Callback as Callback
 from jaxgbt.evaluation.evaluator import EvalState as EvalState

@@ -80,6 +80,34 @@ def test_row_counts_in_one_bucket_share_the_compiled_chunk():
     assert len(set(compile_module._CHUNK_PROGRAMS) - before) == 1
 
 
+def test_clear_caches_drops_compiled_chunks_and_fit_clears_near_the_map_limit(monkeypatch):
+    X, y = _data(230)
+    fit = dict(n_trees=3, depth=2, learning_rate=0.3)
+    jaxgbt.fit("squared_error", X, y, **fit)
+    compiled, stop = count_compilations()
+    try:
+        jaxgbt.fit("squared_error", X, y, **fit)
+        assert "jit(_compiled_chunk)" not in compiled  # held
+        jaxgbt.clear_caches()
+        assert not compile_module._CHUNK_PROGRAMS
+        again = jaxgbt.fit("squared_error", X, y, **fit)
+        assert "jit(_compiled_chunk)" in compiled
+    finally:
+        stop()
+    assert compile_module.memory_maps() > 0  # Linux: the count the limit applies to
+    # A process past the threshold drops every program before compiling a new chunk,
+    # and says so; the fit is the same.
+    monkeypatch.setattr(compile_module, "MAPS_BEFORE_CLEARING", 0)
+    cleared = []
+    monkeypatch.setattr(compile_module, "clear_caches",
+                        lambda: cleared.append(True) or jaxgbt.clear_caches())
+    with pytest.warns(RuntimeWarning, match="memory maps"):
+        model = jaxgbt.fit("squared_error", X, y, **dict(fit, depth=3))
+    assert cleared and np.all(np.isfinite(np.asarray(model.leaf_value)))
+    monkeypatch.undo()
+    assert_same_numbers(jaxgbt.fit("squared_error", X, y, **fit).leaf_value, again.leaf_value)
+
+
 def test_later_row_counts_in_a_bucket_compile_only_the_loss_constant():
     # The chunk, the start's check and the labels' transfer are shared within a bucket.
     # The loss's constant start is computed on the real rows (its float sums over padded
