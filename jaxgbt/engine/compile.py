@@ -109,6 +109,7 @@ def _compiled_chunk(config, mesh, params, data, raw, first_round, n_trees):
 _CHUNK_PROGRAMS: collections.OrderedDict = collections.OrderedDict()
 _CHUNK_PROGRAMS_LOCK = threading.Lock()
 MAX_CHUNK_PROGRAMS = 64
+_ROUND_SPEC = jax.ShapeDtypeStruct((), jnp.int32)
 
 # Each compiled XLA:CPU program holds about 20 memory maps and Linux allows a process
 # 65,530 (vm.max_map_count): past that, LLVM stops compiling ("Cannot allocate memory"),
@@ -135,7 +136,6 @@ def memory_maps() -> int:
             return sum(1 for _ in maps)
     except OSError:
         return 0
-_ROUND_SPEC = jax.ShapeDtypeStruct((), jnp.int32)
 
 
 def _argument_types(tree) -> tuple:
