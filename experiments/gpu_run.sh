@@ -6,10 +6,14 @@
 # costs its own results only.
 #
 #     OUT=out/gpu bash experiments/gpu_run.sh
+#     STEPS="revisions" REVISIONS='["33e252e","HEAD"]' bash experiments/gpu_run.sh
 #
+# STEPS picks the steps (default: "train histogram revisions tests"; revisions runs only
+# with REVISIONS set).
 # Needs jax with a GPU/TPU plugin and the package's dependencies importable (PYTHONPATH
 # or an installed environment); LightGBM is optional (its row is skipped if absent).
-# Writes versions.txt, bench_train.txt, bench_histogram.txt and tests.log to $OUT.
+# Writes versions.txt, bench_train.txt, bench_histogram.txt, bench_revisions.txt (with
+# REVISIONS, below) and tests.log to $OUT.
 set -u
 cd "$(dirname "$0")/.."
 out=${OUT:-out/gpu}
@@ -17,6 +21,8 @@ mkdir -p "$out"
 python=${PYTHON:-python3}
 threads=${THREADS:-$(nproc)}
 export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
+steps=" ${STEPS:-train histogram revisions tests} "
+want() { [[ $steps == *" $1 "* ]]; }
 # Several test processes share one GPU: each takes memory as it needs it.
 export XLA_PYTHON_CLIENT_PREALLOCATE=false
 
@@ -27,21 +33,32 @@ print("python", platform.python_version(), "jax", jax.__version__, "jaxlib", jax
 print("backend", jax.default_backend(), "devices", jax.devices())
 PY
 
-timeout "${TRAIN_S:-150}" $python experiments/bench_train.py \
+want train && timeout "${TRAIN_S:-150}" $python experiments/bench_train.py \
   --set "rows=${TRAIN_ROWS:-[1000000, 4000000]}" --set 'jaxgbt_variants=["one-device"]' \
   --set 'anchors=["lightgbm"]' --set "threads=$threads" 2>&1 | tee "$out/bench_train.txt"
 
-timeout "${HISTOGRAM_S:-150}" $python experiments/bench_histogram.py \
+want histogram && timeout "${HISTOGRAM_S:-150}" $python experiments/bench_histogram.py \
   --rows ${HISTOGRAM_ROWS:-1000000 10000000} --set "output_dir=\"$out/histogram\"" 2>&1 \
   | tee "$out/bench_histogram.txt"
+
+# With REVISIONS (a TOML list of git revisions whose snapshots were taken beforehand, where
+# the repository is: `bench_revisions.py --set 'revisions=[...]' --set rounds=0`, with
+# out/bench_revisions carried along), each revision's jaxgbt fits on the device in turn.
+if want revisions && [ -n "${REVISIONS:-}" ]; then
+  timeout "${REVISIONS_S:-420}" $python experiments/bench_revisions.py \
+    --set "revisions=$REVISIONS" --set "rows=${REVISION_ROWS:-[500000]}" \
+    --set "rounds=${REVISION_ROUNDS:-1}" --set repeats=1 2>&1 | tee "$out/bench_revisions.txt"
+fi
 
 # -p no:benchmark: pytest-benchmark, where installed, warns under xdist, and the suite
 # turns warnings into errors. conftest.py turns XLA's deterministic GPU ops on, which
 # makes the suite slower there than on CPU.
-timeout "${TESTS_S:-300}" $python -m pytest -m "not slow" -v -rfE -p no:cacheprovider -p no:benchmark \
-  -n "${TEST_WORKERS:-12}" --maxprocesses "${TEST_WORKERS:-12}" ${TESTS:-tests} 2>&1 \
-  > "$out/tests.log"
-echo "tests: exit $? (124: stopped at the time limit)"
-grep -cE ' PASSED' "$out/tests.log" | sed 's/^/passed: /'
-grep -E ' (FAILED|ERROR) ' "$out/tests.log" | sed 's/^.*\] //' | sort | uniq | head -60
-tail -40 "$out/tests.log"
+if want tests; then
+  timeout "${TESTS_S:-300}" $python -m pytest -m "not slow" -v -rfE -p no:cacheprovider \
+    -p no:benchmark -n "${TEST_WORKERS:-12}" --maxprocesses "${TEST_WORKERS:-12}" \
+    ${TESTS:-tests} > "$out/tests.log" 2>&1
+  echo "tests: exit $? (124: stopped at the time limit)"
+  grep -cE ' PASSED' "$out/tests.log" | sed 's/^/passed: /'
+  grep -E ' (FAILED|ERROR) ' "$out/tests.log" | sed 's/^.*\] //' | sort | uniq | head -60
+  tail -40 "$out/tests.log"
+fi
