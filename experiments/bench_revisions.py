@@ -45,8 +45,8 @@ def snapshot(revision: str, folder: Path) -> dict:
     """The commit ``revision`` names, its subject, and the folder holding its ``jaxgbt``
     package (extracted once per commit, without the bundled datasets of jaxgbt/_data).
 
-    Where git cannot read the repository (a copy of the working tree without .git, as on
-    a lent accelerator machine), the revision is looked up in ``folder/index.json``,
+    Where git cannot read the repository (a copy of the working tree without .git, as an
+    accelerator machine may get), the revision is looked up in ``folder/index.json``,
     which each snapshot taken where git works adds to: take them there and carry
     ``folder`` along."""
     index_path = folder / "index.json"
