@@ -36,7 +36,8 @@ from _runner import load_config, output_dir, print_table, random_split, read_dat
 import jaxgbt
 from jaxgbt import metrics
 
-LOSSES = {"regression": ("squared_error", "rmse"), "binary": ("logistic", "logloss")}
+LOSSES = {"regression": ("squared_error", "rmse"), "binary": ("logistic", "logloss"),
+          "poisson": ("poisson", "poisson_deviance"), "multiclass": ("softmax", "multi_logloss")}
 
 
 def codes(train: pd.Series, test: pd.Series) -> tuple[np.ndarray, np.ndarray, int]:
@@ -49,43 +50,57 @@ def codes(train: pd.Series, test: pd.Series) -> tuple[np.ndarray, np.ndarray, in
             len(labels))
 
 
-def ordered_statistics(code: np.ndarray, y: np.ndarray, order: np.ndarray, prior: float
+def ordered_statistics(code: np.ndarray, y: np.ndarray, order: np.ndarray, prior
                        ) -> np.ndarray:
-    """f64[N]: each row's (sum of y + prior) / (count + 1) over the rows of its category
-    placed before it in ``order`` (a permutation of the rows)."""
+    """f64[N] (f64[N, M] for targets y f64[N, M] and priors f64[M]): each row's (sum of y
+    + prior) / (count + 1) over the rows of its category placed before it in ``order``
+    (a permutation of the rows)."""
     rank = np.empty_like(order)
     rank[order] = np.arange(order.size)
     by_category = np.lexsort((rank, code))
     sorted_code, sorted_y = code[by_category], y[by_category]
-    before = np.cumsum(sorted_y) - sorted_y
+    before = np.cumsum(sorted_y, axis=0) - sorted_y
     starts = np.flatnonzero(np.r_[True, sorted_code[1:] != sorted_code[:-1]])
     first = np.repeat(starts, np.diff(np.r_[starts, code.size]))
-    out = np.empty(code.size)
-    out[by_category] = ((before - before[first] + prior)
-                        / (np.arange(code.size) - first + 1.0))
+    count = np.arange(code.size) - first + 1.0
+    out = np.empty(y.shape)
+    out[by_category] = (before - before[first] + prior) / (count if y.ndim == 1
+                                                           else count[:, None])
     return out
 
 
-def split_frames(X: pd.DataFrame, y: np.ndarray, train, test, seed: int):
+def split_frames(X: pd.DataFrame, y: np.ndarray, train, test, seed: int,
+                 n_classes: int = 0):
     """(the test rows' frame, a function order -> the training rows' frame): numeric
-    columns as they are, categorical columns as target statistics."""
+    columns as they are, categorical columns as target statistics: one column of the
+    mean label, or with ``n_classes`` one per class of its frequency (as jaxgbt's
+    statistics for ``softmax``)."""
     categorical = categorical_columns(X)
     numeric = [c for c in X.columns if c not in categorical]
-    y_train = y[train].astype(np.float64)
-    prior = float(y_train.mean())
+    targets = (np.eye(n_classes)[y[train]] if n_classes
+               else y[train].astype(np.float64)[:, None])  # [N, M]
+    prior = targets.mean(axis=0)
     encoded = {c: codes(X[c].iloc[train], X[c].iloc[test]) for c in categorical}
+
+    def named(c: str, values: np.ndarray) -> dict:
+        return {f"{c}_{m}": values[:, m] for m in range(values.shape[1])}
+
     test_columns = {}
     for c, (train_code, test_code, n) in encoded.items():
-        table = (np.bincount(train_code, y_train, n) + prior) / (np.bincount(train_code,
-                                                                             minlength=n) + 1)
-        test_columns[c] = np.where(test_code >= 0, table[np.maximum(test_code, 0)], prior)
+        sums = np.stack([np.bincount(train_code, targets[:, m], n)
+                         for m in range(targets.shape[1])], axis=1)
+        table = (sums + prior) / (np.bincount(train_code, minlength=n) + 1.0)[:, None]
+        test_columns |= named(c, np.where((test_code >= 0)[:, None],
+                                          table[np.maximum(test_code, 0)], prior))
     test_frame = pd.concat([X[numeric].iloc[test].reset_index(drop=True),
                             pd.DataFrame(test_columns)], axis=1)
 
     def train_frame(order: np.ndarray) -> pd.DataFrame:
+        columns = {}
+        for c, (train_code, _, _) in encoded.items():
+            columns |= named(c, ordered_statistics(train_code, targets, order, prior))
         return pd.concat([X[numeric].iloc[train].reset_index(drop=True),
-                          pd.DataFrame({c: ordered_statistics(train_code, y_train, order, prior)
-                                        for c, (train_code, _, _) in encoded.items()})], axis=1)
+                          pd.DataFrame(columns)], axis=1)
 
     return test_frame, train_frame
 
@@ -94,7 +109,8 @@ def run_split(X, y, task: str, seed: int, cfg: dict) -> dict[str, float]:
     loss, metric = LOSSES[task]
     score = getattr(metrics, metric)
     train, test = random_split(len(y), seed, cfg["test_fraction"])
-    test_frame, train_frame = split_frames(X, y, train, test, seed)
+    test_frame, train_frame = split_frames(X, y, train, test, seed,
+                                           int(y.max()) + 1 if task == "multiclass" else 0)
     settings = dict(depth=cfg["depth"], learning_rate=cfg["learning_rate"],
                     random_strength=cfg["random_strength"])
     rng = np.random.default_rng(seed)

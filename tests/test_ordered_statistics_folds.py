@@ -31,6 +31,11 @@ def test_ordered_statistics_use_only_the_rows_before_in_the_order(folds):
         counts[code[i]] += 1
     np.testing.assert_allclose(folds.ordered_statistics(code, y, order, 0.3), expected,
                                rtol=1e-12)
+    # several targets at once (one per class for softmax): each column as on its own
+    both = folds.ordered_statistics(code, np.stack([y, 2 * y], axis=1), order,
+                                    np.array([0.3, 0.6]))
+    np.testing.assert_allclose(both[:, 0], expected, rtol=1e-12)
+    np.testing.assert_allclose(both[:, 1], 2 * expected, rtol=1e-12)
 
 
 def test_test_rows_get_the_all_rows_statistic_and_unseen_labels_the_prior(folds):
@@ -41,9 +46,9 @@ def test_test_rows_get_the_all_rows_statistic_and_unseen_labels_the_prior(folds)
     test_frame, train_frame = folds.split_frames(X, y, train, test, 0)
     prior = y[:6].mean()
     # "z" never seen: the prior; "b": rows 1 and 4 of the training rows
-    np.testing.assert_allclose(test_frame["c"], [prior, (0.0 + prior) / 3])
+    np.testing.assert_allclose(test_frame["c_0"], [prior, (0.0 + prior) / 3])
     np.testing.assert_array_equal(test_frame["x"], [6.0, 7.0])
-    first = train_frame(np.arange(6))["c"].to_numpy()  # in row order: "a" rows see earlier "a"
+    first = train_frame(np.arange(6))["c_0"].to_numpy()  # in row order: "a" rows see earlier "a"
     np.testing.assert_allclose(first[[0, 2, 5]], [prior, (1 + prior) / 2, (2 + prior) / 3])
 
 
