@@ -17,7 +17,8 @@ suite's splits of ``configs/accuracy_suite.toml``) it fits:
 - one-hot: ``jaxgbt.fit`` with the categorical columns one-hot (jaxgbt's default for
   columns of up to 64 categories);
 - one order: one fit on the statistics of one order (the statistics jaxgbt computes for
-  larger columns; computed here in float64, prior the mean label, weight 1);
+  larger columns; computed here in float64, prior the mean label, weight 1); columns of
+  at most ``one_hot_max_size`` categories (0: none) stay one-hot here and below;
 - P orders: the chain above, for each P of ``permutations``.
 
 Test rows get the statistics over all training rows in every case. Every fit uses the
@@ -70,12 +71,15 @@ def ordered_statistics(code: np.ndarray, y: np.ndarray, order: np.ndarray, prior
 
 
 def split_frames(X: pd.DataFrame, y: np.ndarray, train, test, seed: int,
-                 n_classes: int = 0):
+                 n_classes: int = 0, one_hot_max_size: int = 0):
     """(the test rows' frame, a function order -> the training rows' frame): numeric
     columns as they are, categorical columns as target statistics: one column of the
     mean label, or with ``n_classes`` one per class of its frequency (as jaxgbt's
-    statistics for ``softmax``)."""
-    categorical = categorical_columns(X)
+    statistics for ``softmax``). Categorical columns of at most ``one_hot_max_size``
+    categories in the training rows (missing counted as one) stay categorical, for
+    jaxgbt to one-hot."""
+    categorical = [c for c in categorical_columns(X)
+                   if X[c].iloc[train].astype(object).fillna("NA").nunique() > one_hot_max_size]
     numeric = [c for c in X.columns if c not in categorical]
     targets = (np.eye(n_classes)[y[train]] if n_classes
                else y[train].astype(np.float64)[:, None])  # [N, M]
@@ -110,7 +114,8 @@ def run_split(X, y, task: str, seed: int, cfg: dict) -> dict[str, float]:
     score = getattr(metrics, metric)
     train, test = random_split(len(y), seed, cfg["test_fraction"])
     test_frame, train_frame = split_frames(X, y, train, test, seed,
-                                           int(y.max()) + 1 if task == "multiclass" else 0)
+                                           int(y.max()) + 1 if task == "multiclass" else 0,
+                                           cfg["one_hot_max_size"])
     settings = dict(depth=cfg["depth"], learning_rate=cfg["learning_rate"],
                     random_strength=cfg["random_strength"])
     rng = np.random.default_rng(seed)
