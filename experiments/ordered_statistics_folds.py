@@ -70,8 +70,8 @@ def ordered_statistics(code: np.ndarray, y: np.ndarray, order: np.ndarray, prior
     return out
 
 
-def split_frames(X: pd.DataFrame, y: np.ndarray, train, test, seed: int,
-                 n_classes: int = 0, one_hot_max_size: int = 0):
+def split_frames(X: pd.DataFrame, y: np.ndarray, train, test, n_classes: int = 0,
+                 one_hot_max_size: int = 0):
     """(the test rows' frame, a function order -> the training rows' frame): numeric
     columns as they are, categorical columns as target statistics: one column of the
     mean label, or with ``n_classes`` one per class of its frequency (as jaxgbt's
@@ -113,7 +113,7 @@ def run_split(X, y, task: str, seed: int, cfg: dict) -> dict[str, float]:
     loss, metric = LOSSES[task]
     score = getattr(metrics, metric)
     train, test = random_split(len(y), seed, cfg["test_fraction"])
-    test_frame, train_frame = split_frames(X, y, train, test, seed,
+    test_frame, train_frame = split_frames(X, y, train, test,
                                            int(y.max()) + 1 if task == "multiclass" else 0,
                                            cfg["one_hot_max_size"])
     settings = dict(depth=cfg["depth"], learning_rate=cfg["learning_rate"],

@@ -43,7 +43,7 @@ def test_test_rows_get_the_all_rows_statistic_and_unseen_labels_the_prior(folds)
                       "c": pd.Categorical(["a", "b", "a", None, "b", "a", "z", "b"])})
     y = np.array([1.0, 0.0, 1.0, 1.0, 0.0, 0.0, 1.0, 1.0])
     train, test = np.arange(6), np.array([6, 7])
-    test_frame, train_frame = folds.split_frames(X, y, train, test, 0)
+    test_frame, train_frame = folds.split_frames(X, y, train, test)
     prior = y[:6].mean()
     # "z" never seen: the prior; "b": rows 1 and 4 of the training rows
     np.testing.assert_allclose(test_frame["c_0"], [prior, (0.0 + prior) / 3])
