@@ -18,7 +18,6 @@ from jaxgbt import spec
 from jaxgbt.core.config import BoostConfig, Boosting, GrowPolicy, ScoreFunction
 from jaxgbt.core.ordered import compiled_row_order
 from jaxgbt.core.round import BoostParams, TrainData
-from jaxgbt.data import categorical
 from jaxgbt.data import validation as check
 from jaxgbt.data.binning import apply_bins, bin_groups
 from jaxgbt.data.chunks import ChunkedData, read_chunked
@@ -64,7 +63,7 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
         bagging_temperature=1.0, goss_top_rate=0.2, goss_other_rate=0.1, colsample_bytree=1.0,
         colsample_bylevel=1.0, colsample_bynode=1.0,
         monotone_constraints=None, interaction_constraints=None, categorical_features=None,
-        one_hot_max_size: int = categorical.ONE_HOT_MAX_SIZE,
+        one_hot_max_size: int | None = None, statistic_orders: int | None = None,
         eval_set=None, eval_metric=None, early_stopping_rounds: int | None = None,
         callbacks: Sequence = (), verbose: int = 0,
         init_model: Booster | None = None,
@@ -186,7 +185,19 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
         categorical-dtype columns are always). See ``jaxgbt.data.categorical``.
       one_hot_max_size: a categorical column with at most this many categories (missing
         counted as one) becomes one 0/1 column per category; a larger one becomes
-        ordered target statistics.
+        ordered target statistics. Default None: CatBoost's 2 below 5,000 training rows
+        (where the statistics can be computed: a label on the host, weights not under
+        ``jax.vmap``), else 64 (``categorical.default_one_hot_max_size``; measured in
+        docs/accuracy.md).
+      statistic_orders: P, the random orders of the training rows that target
+        statistics are drawn under (CatBoost's folds). Each order has its own margins:
+        round r grows its tree on order r mod P's statistics and gradients, and then
+        every order's margins move by the tree applied to its own statistics, so no
+        tree's gradients come from margins fitted to its own order's noise
+        (``jaxgbt.core.statistic_orders``). Default None: a new order for every tree,
+        up to ``categorical.STATISTIC_ORDER_CELLS`` orders x rows (each round costs P x
+        N more); 1 with ``boosting="ordered"`` or ``distributed=True``. Only fits with a
+        target-statistic column read it. See docs/training.md.
       eval_set: validation sets, a list of ``(X, y)``, ``(X, y, sample_weight)`` or dicts
         with keys X, y and optionally sample_weight, group, name. Each is scored after
         every round; the model's ``history`` holds the scores.
@@ -263,8 +274,10 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
     params = spec.boost_params(learning_rate, l2, l1, min_split_gain, min_child_weight,
                                hessian_floor, seed, rates, random_strength,
                                bagging_temperature, min_data_in_leaf)
+    orders = spec.statistic_orders(statistic_orders, n_trees, data.n_rows, boosting,
+                                   distributed)
     data = _encoded(data, distributed, objective, vector_output, n_outputs, one_hot_max_size,
-                    seed, init_model)
+                    seed, init_model, orders)
     monotone, interactions = spec.encoded_constraints(data.encoder, monotone_constraints,
                                                       interaction_constraints)
     row_sampling, column_sampling = spec.sampling_methods(
@@ -301,8 +314,8 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
             thresholds, data.n_rows, () if sparse is None else sparse.features),
         sparse_group=sparse,
         noisy_scores=spec.score_noise(random_strength), score_function=score_function,
-        leaf_newton_steps=leaf_newton_steps)
-    check_fit_memory(data.n_rows, data.n_columns, config.n_bins, depth, n_outputs,
+        leaf_newton_steps=leaf_newton_steps, order_statistics=data.order_statistics)
+    check_fit_memory(data.n_rows, data.n_bin_rows, config.n_bins, depth, n_outputs,
                      [jax.devices()[0]] if mesh is None else list(mesh.local_devices),
                      ordered=config.ordered, gathered_rows=config.sample_capacity)
     # device_put, not jnp.asarray: on jax 0.10 the latter compiles a copy for every new
@@ -321,7 +334,7 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
     # on the way handed back: the first fit's peak is then the larger of compilation's
     # and training's, not their sum (docs/benchmarks.md, peak memory).
     release_free_heap()
-    if compile_ahead(config, params, train_data, start_raw, (data.n_rows, data.n_columns), mesh):
+    if compile_ahead(config, params, train_data, start_raw, (data.n_rows, data.n_bin_rows), mesh):
         release_free_heap()
     train_data = train_data._replace(bins=data.binned(thresholds))
     if sparse is not None:
@@ -376,13 +389,14 @@ def _check_distributed(distributed, data: Dataset, devices, init_model, checkpoi
 
 
 def _encoded(data: Dataset, distributed: bool, objective, vector_output, n_outputs,
-             one_hot_max_size, seed, init_model) -> Dataset:
+             one_hot_max_size, seed, init_model, statistic_orders: int = 1) -> Dataset:
     """The rows with categorical columns encoded: by this process's rows, or with
     ``distributed`` as one process encodes every process's rows."""
     if distributed and init_model is None:  # a continued model's encoder is kept
         return encoded_everywhere(data, objective, vector_output, n_outputs,
                                   one_hot_max_size, seed)
-    return data.encoded(objective, vector_output, n_outputs, one_hot_max_size, seed, init_model)
+    return data.encoded(objective, vector_output, n_outputs, one_hot_max_size, seed, init_model,
+                        statistic_orders)
 
 
 def _row_mesh(devices, distributed: bool, objective: Objective, kind):
@@ -452,6 +466,8 @@ def _checkpointing(path, every: int, evaluator: Evaluator, data: TrainData, para
                       config.grow_policy)
     if config.ordered:  # plain fits keep the keys they had before ordered boosting
         key = fingerprint(key, "boosting=ordered")
+    if config.statistic_orders > 1:  # and fits of one order theirs
+        key = fingerprint(key, config.statistic_orders, config.statistic_columns)
     load, write = load_checkpoint, save_checkpoint
     if distributed:  # each process's digest of its own rows, combined in process order
         key = agreed_digest(key)

@@ -33,7 +33,7 @@ import numpy as np
 from jaxgbt import objectives
 from jaxgbt.core.layout import GROW_POLICIES, layout
 from jaxgbt.core.sampling import SamplingParams, round_keys, row_multiplier
-from jaxgbt.data import frames
+from jaxgbt.data import categorical, frames
 from jaxgbt.data import validation as check
 from jaxgbt.data.dataset import read_shared_X
 from jaxgbt.model import Booster
@@ -145,6 +145,9 @@ def _grown_trees(objective, X, target, seeds, batch_size, depth, n_bins, l2,
                        max_leaves=max_leaves,
                        # A random forest's trees split on their best candidates.
                        random_strength=0.0,
+                       # One-round trees: the target statistics' orders (the reason for
+                       # them below 5,000 rows) need many rounds, so columns stay one-hot.
+                       one_hot_max_size=categorical.ONE_HOT_MAX_SIZE,
                        **{layout(grow_policy).finest_colsample: colsample})
 
 

@@ -14,7 +14,7 @@ import numpy as np
 
 from jaxgbt import spec
 from jaxgbt.core.dtypes import MAX_DEPTH
-from jaxgbt.data import frames
+from jaxgbt.data import categorical, frames
 from jaxgbt.data import validation as check
 from jaxgbt.data.dataset import read_shared_X
 from jaxgbt.evaluation.evaluator import metric_name, resolve_metrics
@@ -242,13 +242,17 @@ def fit_auto(loss: "str | Objective | Callable", X, y, *, max_trees: int = 1000,
         (``eval_metric``'s first metric chooses; default the objective's own).
       **fit_kwargs: any other ``fit`` setting, the same for every fit (regularisation,
         categorical columns, ...); not ``n_trees`` or ``learning_rate``, which this
-        chooses, nor ``depth`` together with ``depths``.
+        chooses, nor ``depth`` together with ``depths``. ``one_hot_max_size`` is 64
+        unless given: the folds' weights are traced, so their categorical columns are
+        one-hot (target statistics are computed on the host), and the refit encodes
+        them as the folds did.
 
     Returns:
       An AutoFit.
     """
     rates, depth_settings = _auto_choices(max_trees, learning_rates, depths,
                                           early_stopping_rounds, fit_kwargs)
+    fit_kwargs = {"one_hot_max_size": categorical.ONE_HOT_MAX_SIZE, **fit_kwargs}
     candidates = [(combination, rate) for combination in _grid_combinations(grid, fit_kwargs)
                   for rate in rates]
     sweep = {"learning_rate": [rate for _, rate in candidates],

@@ -28,7 +28,6 @@ from sklearn.utils.validation import (
     validate_data,
 )
 
-from jaxgbt.data import categorical
 from jaxgbt.evaluation import metrics
 from jaxgbt.fitting import fit
 from jaxgbt.objectives import Objective
@@ -47,8 +46,8 @@ _FIT_SETTINGS = (
     "hessian", "hessian_floor", "subsample", "sampling", "bagging_temperature",
     "goss_top_rate",
     "goss_other_rate", "colsample_bytree", "colsample_bylevel", "colsample_bynode",
-    "monotone_constraints", "interaction_constraints", "one_hot_max_size", "verbose",
-    "devices")
+    "monotone_constraints", "interaction_constraints", "one_hot_max_size",
+    "statistic_orders", "verbose", "devices")
 
 
 def _is_frame(X) -> bool:
@@ -77,8 +76,8 @@ class _JaxGBTModel(BaseEstimator):
                  goss_top_rate=0.2, goss_other_rate=0.1, colsample_bytree=1.0,
                  colsample_bylevel=1.0, colsample_bynode=1.0, monotone_constraints=None,
                  interaction_constraints=None,
-                 one_hot_max_size: int = categorical.ONE_HOT_MAX_SIZE, verbose: int = 0,
-                 devices=None):
+                 one_hot_max_size: int | None = None, statistic_orders: int | None = None,
+                 verbose: int = 0, devices=None):
         self.loss = loss
         self.n_trees = n_trees
         self.depth = depth
@@ -111,6 +110,7 @@ class _JaxGBTModel(BaseEstimator):
         self.monotone_constraints = monotone_constraints
         self.interaction_constraints = interaction_constraints
         self.one_hot_max_size = one_hot_max_size
+        self.statistic_orders = statistic_orders
         self.verbose = verbose
         self.devices = devices
 

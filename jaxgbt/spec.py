@@ -230,6 +230,28 @@ def ordered(boosting: Boosting, objective: Objective, kind: LossKind, chosen_cur
     return True
 
 
+def statistic_orders(value, n_trees: int, n_rows: int, boosting: Boosting,
+                     distributed: bool) -> int:
+    """P, the orders of the rows target statistics are drawn under, each with its own
+    margins (``core.statistic_orders``). None picks ``categorical.default_statistic_orders``,
+    or 1 with ordered boosting (which has its own order of the rows) or over several
+    processes (each holds its own rows' statistics of one order)."""
+    if value is None:
+        if boosting == "ordered" or distributed:
+            return 1
+        return categorical.default_statistic_orders(n_rows, n_trees)
+    value = check.check_int(value, "statistic_orders", 1)
+    if value > 1 and boosting == "ordered":
+        raise ValueError(f"statistic_orders={value} cannot be used with boosting='ordered', "
+                         "which draws its own order of the rows; pass statistic_orders=1 (or "
+                         "leave it None) for ordered boosting.")
+    if value > 1 and distributed:
+        raise ValueError(f"statistic_orders={value} cannot be used with distributed=True: "
+                         "each process holds its own rows' target statistics of one order. "
+                         "Pass statistic_orders=1 (or leave it None).")
+    return value
+
+
 def leaf_budget(max_leaves, grow_policy: GrowPolicy, depth: int) -> int | None:
     """The static ``BoostConfig.max_leaves``: ``max_leaves`` checked (2 to 2**depth), or
     its default, where trees grow leaf by leaf; None for the other policies."""
@@ -421,7 +443,8 @@ def build_config(objective: Objective, *, depth: int, n_bins: int, n_outputs: in
                  n_rows: int, grow_policy: GrowPolicy, is_ordered: bool,
                  max_leaves: int | None = None,
                  bin_groups=None, sparse_group=None, noisy_scores: bool = False,
-                 leaf_newton_steps: int = 1, score_function: str = "l2") -> BoostConfig:
+                 leaf_newton_steps: int = 1, score_function: str = "l2",
+                 order_statistics: categorical.OrderStatistics | None = None) -> BoostConfig:
     """The static ``BoostConfig`` of a fit whose settings were checked above."""
     # Sampled rounds grow their trees on the drawn rows alone when their number has a
     # bound known now (``core.sampling``); on one device, outside ordered boosting.
@@ -438,4 +461,8 @@ def build_config(objective: Objective, *, depth: int, n_bins: int, n_outputs: in
                        max_leaves=max_leaves,
                        ordered=is_ordered, bin_groups=bin_groups, sparse_group=sparse_group,
                        score_noise=noisy_scores, score_function=score_function,
-                       leaf_newton_steps=leaf_newton_steps)
+                       leaf_newton_steps=leaf_newton_steps,
+                       statistic_columns=() if order_statistics is None
+                       else order_statistics.columns,
+                       statistic_orders=1 if order_statistics is None
+                       else order_statistics.n_orders)

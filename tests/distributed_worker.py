@@ -63,6 +63,8 @@ def cases(X, y, weight, classes, rows, eval_rows):
                                  grow_policy="depthwise", **SMALL),
         "categorical": dict(loss="logistic", X=with_categories(X)[rows], y=y[rows],
                             categorical_features=[0, 2], one_hot_max_size=4,
+                            # processes share one order of the target statistics
+                            statistic_orders=1,
                             eval_set=[(with_categories(X)[eval_rows], y[eval_rows])],
                             **SMALL),
         "lambdarank": dict(loss="lambdarank_ndcg", X=X[rows], y=relevance(X)[rows],

@@ -86,6 +86,10 @@ class BoostConfig:
       leaf_newton_steps: Newton steps per leaf value (CatBoost's
         ``leaf_estimation_iterations``): after the first, each takes the derivatives
         again at the margins the leaf values so far lead to (``leaves.newton_from``).
+      statistic_columns: the C columns holding ordered target statistics whose values
+        differ by order of the rows, when ``statistic_orders`` is above 1.
+      statistic_orders: P, the orders the trees take turns on, each with its own
+        margins (``core.statistic_orders``); 1 for one order, carried as plain margins.
     """
 
     loss: Loss
@@ -111,6 +115,8 @@ class BoostConfig:
     score_noise: bool = False
     score_function: ScoreFunction = "l2"
     leaf_newton_steps: int = 1
+    statistic_columns: tuple[int, ...] = ()
+    statistic_orders: int = 1
 
 
 def round_learning_rate(config: BoostConfig, learning_rate: jax.Array,

@@ -3,7 +3,9 @@
 ``boost_round`` is the only round. Plain and ordered boosting (``jaxgbt.core.ordered``)
 run the same steps and differ only in the margins they carry, which a ``RoundStrategy``
 strategy reads and moves: at which margins the tree's gradients are taken, at which the
-model's leaf values are set, and how the carried margins update after the tree.
+model's leaf values are set, and how the carried margins update after the tree. With
+several orders of target statistics (``jaxgbt.core.statistic_orders``) the same round runs
+on one order's columns and margins, and every order's margins then move by its tree.
 """
 
 from collections.abc import Callable
@@ -12,6 +14,7 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
+from jaxgbt.core import statistic_orders
 from jaxgbt.core.config import BoostConfig, round_learning_rate
 from jaxgbt.core.histogram import SparseEntries
 from jaxgbt.core.layout import layout
@@ -52,7 +55,8 @@ class TrainData(NamedTuple):
     """What every round reads.
 
     Attributes:
-      bins: u8[F, N], feature-major binned features.
+      bins: u8[F, N], feature-major binned features (u8[F + (P - 1) C, N] with several
+        orders of target statistics, ``core.statistic_orders``).
       y: labels with rows on axis 0 (an array or a pytree of arrays).
       weight: f32[N] sample weights (0 for padding rows).
       group_index: i32[Q, M], the rows of each group for a group loss, else None.
@@ -72,7 +76,8 @@ class TrainData(NamedTuple):
     entries: SparseEntries | None = None
 
 
-# What a round carries: the margins f32[N, K], or ordered boosting's pair of them.
+# What a round carries: the margins f32[N, K], ordered boosting's pair of them, or with
+# several orders of target statistics each order's margins f32[N, P, K].
 Margins = jax.Array | OrderedMargins
 
 
@@ -308,13 +313,35 @@ def boost_round(config: BoostConfig, params: BoostParams, data: TrainData, margi
     Args:
       margins: f32[N, K], the current margins; with ``config.ordered`` the
         ``OrderedMargins`` pair (then ``data.order`` is sigma, and ``fit`` has refused
-        group losses, several devices, full Hessians and quantile leaves).
+        group losses, several devices, full Hessians and quantile leaves); with
+        ``config.statistic_orders`` P above 1, each order's margins f32[N, P, K] (then
+        ``data.bins`` holds every order's columns, ``core.statistic_orders``).
       round_index: i32[], the round (sampling keys and learning-rate schedule).
 
     Returns:
       The new margins (of the same kind), and the tree (its leaf values already scaled by
       the learning rate) with the number of rows i32[] whose g or h was not finite.
     """
+    if config.statistic_orders > 1:
+        return _round_on_one_order(config, params, data, margins, round_index)
+    return _round(config, params, data, margins, round_index)
+
+
+def _round_on_one_order(config: BoostConfig, params: BoostParams, data: TrainData,
+                        margins: jax.Array, round_index: jax.Array
+                        ) -> tuple[jax.Array, tuple[BinnedTree, jax.Array]]:
+    """The round of ``boost_round`` on order ``round_index mod P``'s columns and margins
+    f32[N, K]; then every order's margins f32[N, P, K] move by the tree."""
+    order = round_index % config.statistic_orders
+    one_order = data._replace(bins=statistic_orders.order_bins(config, data.bins, order))
+    _, (tree, bad_rows) = _round(config, params, one_order,
+                                 statistic_orders.order_margins(margins, order), round_index)
+    return statistic_orders.advanced(config, data.bins, tree, margins), (tree, bad_rows)
+
+
+def _round(config: BoostConfig, params: BoostParams, data: TrainData, margins: Margins,
+           round_index: jax.Array) -> tuple[Margins, tuple[BinnedTree, jax.Array]]:
+    """``boost_round`` on F columns and margins f32[N, K] or ``OrderedMargins``."""
     boosting = ORDERED if config.ordered else PLAIN
     grown_elsewhere = boosting.structure_margins is not None
     # At the structure's margins (if other), then at the model's: the first grow the tree,

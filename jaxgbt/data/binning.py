@@ -340,7 +340,8 @@ def _not_zero_counts(X) -> np.ndarray:
     return counts
 
 
-def sparse_group(X, thresholds: np.ndarray) -> SparseGroup | None:
+def sparse_group(X, thresholds: np.ndarray, dense: tuple[int, ...] = ()
+                 ) -> SparseGroup | None:
     """The features whose histograms are summed from their entries, or None.
 
     Features with at most ``SPARSE_MAX_SHARE`` of their rows not 0 are sparse (the
@@ -352,9 +353,12 @@ def sparse_group(X, thresholds: np.ndarray) -> SparseGroup | None:
     Args:
       X: f32[N, F], or CSC X (``sparse.check_sparse_X``), the training rows.
       thresholds: f32[F, B - 1], trimmed (``trimmed``).
+      dense: features kept out of the group whatever their values (target statistics
+        whose values differ by order of the rows, while the entries are of one order).
     """
     n_rows = X.shape[0]
     counts = _not_zero_counts(X)
+    counts[list(dense)] = n_rows
     features = np.flatnonzero(counts <= SPARSE_MAX_SHARE * n_rows)
     needed = np.isfinite(thresholds[features]).sum(axis=1) + 2
     n_bins = min(thresholds.shape[1] + 1,

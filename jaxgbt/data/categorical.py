@@ -17,7 +17,10 @@ it, so a row's own label never enters its own value (a plain mean would, and wou
 id column memorise the labels). One permutation, not an average of several: averaging
 tends to the leave-one-out mean ``(S - y_i) / (n - 1)``, which falls as the row's own label
 rises, so trees can read the label back (section 3.2 of the paper; on adult, 4 averaged
-permutations gave a test logloss 0.001 to 0.003 worse than 1). Prediction rows get the
+permutations gave a test logloss 0.001 to 0.003 worse than 1). Instead, as CatBoost does,
+the statistics may be drawn under several orders (``fit_encoder``'s ``orders``), each kept
+apart as an ``OrderStatistics``: the trees take turns on them, each order with its own
+margins (``core.statistic_orders``). Prediction rows get the
 statistic over all training rows; a category training never saw gets the prior; NaN
 (missing) is a category of its own, in training and at predict time.
 
@@ -44,12 +47,40 @@ from jaxgbt.data import validation as check
 from jaxgbt.data.transfer import zero_padded_rows
 
 NUMERIC, ONE_HOT, TARGET = "numeric", "one_hot", "target"
-# Columns of up to 64 categories one-hot: on the accuracy suite's categorical sets (columns of
-# 2 to 42 categories) one-hot for every column was better than target statistics above 4
-# categories beyond noise on 4 of 15 rows and worse on none (docs/accuracy.md, "Levers
-# measured"); above 64 neither accuracy nor the cost of one column per category was measured.
+# ``one_hot_max_size=None`` picks by the training rows. From SMALL_DATA_ROWS rows up, columns
+# of up to 64 categories one-hot: on the accuracy suite's categorical sets (columns of 2 to
+# 42 categories) one-hot for every column was better than target statistics of one order
+# above 4 categories beyond noise on 4 of 15 rows and worse on none, and on adult (26,000
+# training rows, and 6,400 of them) better than statistics under an order per tree; above
+# 64 neither accuracy nor the cost of one column per category was measured. Below it,
+# CatBoost's mix: columns of two categories one-hot, larger ones target statistics under a
+# new order of the rows per tree (``default_statistic_orders``), better than one-hot on
+# the suite's sets of 860 to 2,400 training rows (docs/accuracy.md, "Target statistics
+# under several orders").
 ONE_HOT_MAX_SIZE = 64
+SMALL_DATA_ROWS = 5_000
+SMALL_DATA_ONE_HOT_MAX_SIZE = 2
 PRIOR_WEIGHT = 1.0
+# By default the target statistics are drawn under a new order for every tree, up to
+# this many orders times training rows: each round moves every order's margins, so a
+# round costs P x N more.
+STATISTIC_ORDER_CELLS = 2**20
+
+
+def default_one_hot_max_size(n_rows: int, statistics_possible: bool) -> int:
+    """``one_hot_max_size`` for ``fit(one_hot_max_size=None)``: CatBoost's 2 below
+    ``SMALL_DATA_ROWS`` training rows where target statistics can be computed and mean
+    something (one scalar label per row, on the host: regression, classes, counts; and
+    concrete weights), else ``ONE_HOT_MAX_SIZE``. A survival label's (time, event)
+    means were measured worse than one-hot (docs/accuracy.md)."""
+    small = n_rows < SMALL_DATA_ROWS and statistics_possible
+    return SMALL_DATA_ONE_HOT_MAX_SIZE if small else ONE_HOT_MAX_SIZE
+
+
+def default_statistic_orders(n_rows: int, n_trees: int) -> int:
+    """P for ``fit(statistic_orders=None)``: one order per tree, at most
+    ``STATISTIC_ORDER_CELLS // N`` of them, at least 1."""
+    return max(1, min(n_trees, STATISTIC_ORDER_CELLS // max(n_rows, 1)))
 
 _MSG_TARGET_NEEDS_LABEL = """\
 categorical feature(s) {columns} have more than one_hot_max_size={size} categories, so they \
@@ -383,9 +414,30 @@ def statistic_targets(y, objective, vector_output: bool, n_outputs: int):
     return targets, None
 
 
+class OrderStatistics(NamedTuple):
+    """The training rows' ordered target statistics under the orders after the first.
+
+    Attributes:
+      columns: the C encoded columns that hold target statistics (the encoded matrix
+        holds their values under the first order).
+      values: f32[P - 1, N, C], each further order's values of those columns.
+    """
+
+    columns: tuple[int, ...]
+    values: np.ndarray
+
+    @property
+    def n_orders(self) -> int:
+        """P, the first order included."""
+        return self.values.shape[0] + 1
+
+
 def fit_encoder(declared: Declared, X: np.ndarray, targets, why_no_targets, weight,
-                one_hot_max_size: int, seed: int) -> tuple[Encoder, np.ndarray]:
-    """The Encoder and the training rows' encoded matrix f32[N, F_enc].
+                one_hot_max_size: int, seed: int, orders: int = 1
+                ) -> tuple[Encoder, np.ndarray, OrderStatistics | None]:
+    """The Encoder, the training rows' encoded matrix f32[N, F_enc] and, with ``orders``
+    above 1 and some column encoded by target statistics, their values under the other
+    orders (else None).
 
     Args:
       declared: from ``read``.
@@ -394,7 +446,9 @@ def fit_encoder(declared: Declared, X: np.ndarray, targets, why_no_targets, weig
       why_no_targets: the reason targets is None.
       weight: f32[N] sample weights, or a traced array (then no statistics).
       one_hot_max_size: columns with at most this many categories are one-hot.
-      seed: seeds the permutation of the ordered statistics.
+      seed: seeds the permutations of the ordered statistics.
+      orders: P, the random orders of the rows the statistics are computed under; the
+        first is the same for every P, so that P = 1 is the one order alone.
     """
     n_rows, n_features = X.shape
     codes, known, columns = {}, [], []
@@ -417,7 +471,8 @@ def fit_encoder(declared: Declared, X: np.ndarray, targets, why_no_targets, weig
     weight = np.asarray(weight, np.float64) if needs_stats else None
     offset, stats_rows, ordered = 0, [], {}
     rng = np.random.default_rng([seed, 0xCA7])
-    permutation = rng.permutation(n_rows) if needs_stats else None
+    permutations = ([rng.permutation(n_rows) for _ in range(orders)] if needs_stats
+                    else None)
     prior = (np.matmul(weight, targets) / weight.sum()) if needs_stats else None
     stats_offset = 0
     position = {j: i for i, j in enumerate(declared.categorical)}
@@ -431,7 +486,7 @@ def fit_encoder(declared: Declared, X: np.ndarray, targets, why_no_targets, weig
         else:
             columns.append(Column(TARGET, n, offset, stats_offset=stats_offset))
             table, ordered[j] = _target_statistics(codes[j], n, targets, weight, prior,
-                                                   permutation)
+                                                   permutations)
             stats_rows.append(table)
             stats_offset += n + 2
         offset += n
@@ -442,8 +497,12 @@ def fit_encoder(declared: Declared, X: np.ndarray, targets, why_no_targets, weig
                       tuple(columns), declared.labels)
     encoded = encoder.encoded_rows(X)
     for j, values in ordered.items():
-        encoded[:, encoder.encoded_columns(j)] = values
-    return encoder, encoded
+        encoded[:, encoder.encoded_columns(j)] = values[0]
+    if orders == 1 or not ordered:
+        return encoder, encoded, None
+    columns = tuple(c for j in ordered for c in encoder.encoded_columns(j))
+    others = np.concatenate([values[1:] for values in ordered.values()], axis=2)
+    return encoder, encoded, OrderStatistics(columns, others)
 
 
 def _with_missing(x: np.ndarray, present_codes: np.ndarray, n: int) -> np.ndarray:
@@ -453,8 +512,9 @@ def _with_missing(x: np.ndarray, present_codes: np.ndarray, n: int) -> np.ndarra
     return codes
 
 
-def _target_statistics(codes, n, targets, weight, prior, permutation):
-    """(f64[n + 2, M] prediction table, f32[N, M] ordered training values).
+def _target_statistics(codes, n, targets, weight, prior, permutations):
+    """(f64[n + 2, M] prediction table, f32[P, N, M] ordered training values, one
+    [N, M] per permutation).
 
     Table rows: the n categories, the missing category (code n), the prior (unseen).
     Ordered value of row i: the same smoothing over the rows of its category placed
@@ -466,6 +526,14 @@ def _target_statistics(codes, n, targets, weight, prior, permutation):
     counts = np.bincount(codes, weights=weight, minlength=n + 1)
     table = np.concatenate([(sums + PRIOR_WEIGHT * prior) / (counts + PRIOR_WEIGHT)[:, None],
                             prior[None]])
+    ordered = np.stack([_ordered_values(codes, targets, weight, weighted, prior, permutation)
+                        for permutation in permutations])
+    return table, ordered
+
+
+def _ordered_values(codes, targets, weight, weighted, prior, permutation) -> np.ndarray:
+    """f32[N, M]: each row's smoothed mean label over the rows of its category placed
+    before it in ``permutation``."""
     rank = np.empty_like(permutation)
     rank[permutation] = np.arange(permutation.size)
     order = np.lexsort((rank, codes))  # by category, then by place in the permutation
@@ -478,8 +546,9 @@ def _target_statistics(codes, n, targets, weight, prior, permutation):
     ordered = np.empty(targets.shape)
     ordered[order] = ((before_sum - before_sum[first] + PRIOR_WEIGHT * prior)
                       / (before_count - before_count[first] + PRIOR_WEIGHT)[:, None])
-    return table, ordered.astype(FLOAT_DTYPE)
+    return ordered.astype(FLOAT_DTYPE)
 
 
-def check_one_hot_max_size(value) -> int:
-    return check.check_int(value, "one_hot_max_size", 0)
+def check_one_hot_max_size(value) -> int | None:
+    """None (chosen by the rows, ``default_one_hot_max_size``) or an int >= 0."""
+    return None if value is None else check.check_int(value, "one_hot_max_size", 0)

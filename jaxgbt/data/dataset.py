@@ -15,6 +15,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxgbt.core.config import SparseGroup
+from jaxgbt.core.dtypes import BIN_DTYPE
 from jaxgbt.core.histogram import SparseEntries
 from jaxgbt.data import categorical, frames
 from jaxgbt.data import validation as check
@@ -26,6 +27,7 @@ from jaxgbt.data.binning import (
     sparse_group,
     trimmed,
 )
+from jaxgbt.data.transfer import aligned_empty
 
 _EVAL_SET_KEYS = ("X", "y", "sample_weight", "group", "name")
 
@@ -46,6 +48,8 @@ class Dataset:
       encoder: the fitted ``categorical.Encoder`` once encoded, else None.
       feature_names: the names of the F raw columns (a DataFrame's or ``feature_names=``),
         or None.
+      order_statistics: the target-statistic columns' values under further orders of
+        the rows (``categorical.OrderStatistics``), or None.
     """
 
     X: np.ndarray
@@ -56,6 +60,7 @@ class Dataset:
     declared: Any = None
     encoder: categorical.Encoder | None = None
     feature_names: tuple[str, ...] | None = None
+    order_statistics: categorical.OrderStatistics | None = None
 
     @property
     def n_rows(self) -> int:
@@ -70,6 +75,13 @@ class Dataset:
     def n_features(self) -> int:
         """F of the raw X (the encoder's input width once encoded)."""
         return self.X.shape[1] if self.encoder is None else self.encoder.n_features
+
+    @property
+    def n_bin_rows(self) -> int:
+        """The rows of the binned matrix (``binned``): a row per column, and one per
+        target-statistic column and further order."""
+        extra = self.order_statistics
+        return self.n_columns + (0 if extra is None else extra.values.shape[0] * len(extra.columns))
 
     @classmethod
     def read(cls, X, y, *, sample_weight, group, categorical_features, objective,
@@ -102,10 +114,12 @@ class Dataset:
         return cls(X, y, weight, group_index, group_mask, declared, feature_names=names)
 
     def encoded(self, objective, vector_output: bool, n_outputs: int, one_hot_max_size,
-                seed, init_model=None) -> "Dataset":
+                seed, init_model=None, statistic_orders: int = 1) -> "Dataset":
         """The rows with categorical columns encoded (``categorical.fit_encoder``).
 
         Args:
+          one_hot_max_size: an int, or None for ``categorical.default_one_hot_max_size``.
+          statistic_orders: P, the orders of the rows target statistics are drawn under.
           init_model: the model this fit continues, or None. Its encoder, when it has
             one, encodes the rows (read as its codes by ``read``): its trees' thresholds
             hold for its statistics only, so they are not fitted again on these rows.
@@ -123,11 +137,16 @@ class Dataset:
             return self
         targets, why = categorical.statistic_targets(self.y, objective, vector_output,
                                                      n_outputs)
+        if one_hot_max_size is None:
+            scalar_label = not isinstance(self.y, dict) and np.ndim(self.y) == 1
+            one_hot_max_size = categorical.default_one_hot_max_size(
+                self.n_rows, scalar_label and targets is not None
+                and not check.is_traced(self.weight))
         # A traced seed (vmap over seeds) cannot draw host permutations: they use seed 0.
-        encoder, X = categorical.fit_encoder(self.declared, self.X, targets, why, self.weight,
-                                             one_hot_max_size,
-                                             0 if check.is_traced(seed) else seed)
-        return dataclasses.replace(self, X=X, encoder=encoder)
+        encoder, X, others = categorical.fit_encoder(
+            self.declared, self.X, targets, why, self.weight, one_hot_max_size,
+            0 if check.is_traced(seed) else seed, statistic_orders)
+        return dataclasses.replace(self, X=X, encoder=encoder, order_statistics=others)
 
     def thresholds(self, n_bins: int, seed) -> np.ndarray:
         """f32[F, B - 1]: the bin edges, with B from ``binning.bins_needed`` (at most
@@ -142,14 +161,29 @@ class Dataset:
         return trimmed(thresholds, bins_needed(thresholds, n_bins, self.n_rows))
 
     def binned(self, thresholds: np.ndarray) -> jax.Array:
-        """u8[F, N] on the device: the rows binned with ``thresholds``."""
+        """u8[F, N] on the device: the rows binned with ``thresholds``; with
+        ``order_statistics`` u8[F + (P - 1) C, N], each further order's C statistic
+        columns after the F (``core.statistic_orders``), binned with their columns' cuts."""
+        bins = apply_bins(self.X, thresholds)
+        extra = self.order_statistics
+        if extra is not None:
+            n_orders, n_rows, n_columns = extra.values.shape
+            values = np.ascontiguousarray(
+                extra.values.transpose(1, 0, 2).reshape(n_rows, n_orders * n_columns))
+            cuts = np.tile(thresholds[list(extra.columns)], (n_orders, 1))
+            joined = aligned_empty((bins.shape[0] + values.shape[1], n_rows), BIN_DTYPE)
+            joined[:bins.shape[0]] = bins
+            joined[bins.shape[0]:] = apply_bins(values, cuts)
+            bins = joined
         # device_put adopts the (aligned) binned matrix on CPU: no second copy of it.
-        return jax.device_put(apply_bins(self.X, thresholds))
+        return jax.device_put(bins)
 
     def sparse_group(self, thresholds: np.ndarray) -> SparseGroup | None:
         """The features whose histograms are summed from their entries
-        (``binning.sparse_group``), or None."""
-        return sparse_group(self.X, thresholds)
+        (``binning.sparse_group``), or None: never a target-statistic column of
+        several orders."""
+        extra = self.order_statistics
+        return sparse_group(self.X, thresholds, () if extra is None else extra.columns)
 
     @staticmethod
     def entries(bins: jax.Array, group: SparseGroup) -> SparseEntries:

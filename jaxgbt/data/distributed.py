@@ -377,7 +377,8 @@ def encoded_everywhere(data: Dataset, objective, vector_output: bool, n_outputs:
     """
     if data.declared is None:
         return data
-    categorical.check_one_hot_max_size(one_hot_max_size)
+    if categorical.check_one_hot_max_size(one_hot_max_size) is None:
+        one_hot_max_size = categorical.ONE_HOT_MAX_SIZE  # large data: see its comment
     targets, why = categorical.statistic_targets(data.y, objective, vector_output, n_outputs)
     declared, X = merged_declared(data.declared, data.X)
     weight = data.weight
@@ -396,8 +397,8 @@ def encoded_everywhere(data: Dataset, objective, vector_output: bool, n_outputs:
     all_X = np.zeros((gathered[0].shape[0], X.shape[1]), FLOAT_DTYPE)
     all_X[:, columns] = gathered[0]
     all_targets = gathered[2] if targets is not None else None
-    encoder, all_encoded = categorical.fit_encoder(declared, all_X, all_targets, why,
-                                                   gathered[1], one_hot_max_size, seed)
+    encoder, all_encoded, _ = categorical.fit_encoder(declared, all_X, all_targets, why,
+                                                      gathered[1], one_hot_max_size, seed)
     encoded = encoder.encoded_rows(np.asarray(X, FLOAT_DTYPE))
     for j in columns:  # the categorical columns' encoded values of this process's rows
         at = list(encoder.encoded_columns(j))

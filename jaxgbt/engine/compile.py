@@ -161,17 +161,21 @@ def compile_ahead(config: BoostConfig, params: BoostParams, data: TrainData,
     Args:
       data: the fit's data without its bins (``bins`` is not read).
       start_raw: the starting margins f32[N, K] ``train`` will get, or None.
-      x_shape: (N, F) of the matrix to be binned.
+      x_shape: (N, rows of the binned matrix: ``Dataset.n_bin_rows``).
 
     Returns:
       Whether it compiled (or found the program compiled); False when ``train`` will
       compile through jit instead (a mesh, or traced arguments).
     """
-    n_rows, n_features = x_shape
-    margins = (jax.ShapeDtypeStruct((n_rows, config.n_outputs), jnp.float32)
-               if start_raw is None else jax.ShapeDtypeStruct(start_raw.shape, start_raw.dtype))
+    n_rows, n_bin_rows = x_shape
+    margins = jax.ShapeDtypeStruct((n_rows, config.n_outputs), jnp.float32)
+    if config.statistic_orders > 1:  # every order's (``train`` broadcasts start_raw)
+        margins = jax.ShapeDtypeStruct((n_rows, config.statistic_orders, config.n_outputs),
+                                       jnp.float32)
+    elif start_raw is not None:
+        margins = jax.ShapeDtypeStruct(start_raw.shape, start_raw.dtype)
     raw = OrderedMargins(model=margins, ordered=margins) if config.ordered else margins
-    data = data._replace(bins=jax.ShapeDtypeStruct((n_features, n_rows), BIN_DTYPE))
+    data = data._replace(bins=jax.ShapeDtypeStruct((n_bin_rows, n_rows), BIN_DTYPE))
     if config.sparse_group is not None:
         entries = (config.sparse_group.n_entries,)
         data = data._replace(entries=SparseEntries(

@@ -16,6 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh
 
+from jaxgbt.core import statistic_orders
 from jaxgbt.core.config import BoostConfig
 from jaxgbt.core.layout import n_splits
 from jaxgbt.core.ordered import OrderedMargins
@@ -32,7 +33,8 @@ class Progress(NamedTuple):
 
     Attributes:
       trees: the trees of the rounds done, stacked on a leading axis.
-      raw: f32[N, K], the training margins after those rounds.
+      raw: f32[N, K], the training margins after those rounds (with several orders of
+        target statistics each order's, f32[N, P, K]: ``core.statistic_orders``).
       bad_rows: i32[rounds done], rows whose g or h was NaN/inf in each round.
       raw_ordered: f32[N, K], the ordered margins of ordered boosting (see
         ``jaxgbt.core.ordered``), else None.
@@ -197,6 +199,8 @@ def _start(config: BoostConfig, base_score: jax.Array, start_raw: jax.Array | No
         raw = jnp.broadcast_to(start, (n_rows, config.n_outputs))
     else:
         raw = jax.device_put(np.broadcast_to(start, (n_rows, config.n_outputs)))
+    if config.statistic_orders > 1:
+        raw = statistic_orders.starting_margins(config, raw)
     return Progress(trees=_no_trees(config), raw=raw, bad_rows=np.zeros((0,), np.int32),
                     raw_ordered=raw if config.ordered else None)
 

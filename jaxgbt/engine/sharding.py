@@ -71,6 +71,11 @@ def _pad_rows(data: TrainData, n_pad: int, missing_bin: int) -> TrainData:
     return data._replace(bins=bins, y=y, weight=weight)
 
 
+def _zero_rows(raw: jax.Array, n_pad: int) -> jax.Array:
+    """Margins (f32[N, K], or each order's f32[N, P, K]) with n_pad rows of 0 after."""
+    return jnp.pad(raw, ((0, n_pad),) + ((0, 0),) * (raw.ndim - 1))
+
+
 def shard_rows(data: TrainData, raw: jax.Array, mesh: Mesh, config: BoostConfig
                ) -> tuple[TrainData, jax.Array]:
     """Pads rows to a multiple of the device count and places them on the mesh.
@@ -88,7 +93,7 @@ def shard_rows(data: TrainData, raw: jax.Array, mesh: Mesh, config: BoostConfig
     n_rows = data.weight.shape[0]
     n_pad = -n_rows % mesh.devices.size
     data = _pad_rows(data, n_pad, config.n_bins - 1)
-    raw = jnp.pad(raw, ((0, n_pad), (0, 0)))
+    raw = _zero_rows(raw, n_pad)
     rows = NamedSharding(mesh, P(config.axis_name))
     feature_rows = NamedSharding(mesh, P(None, config.axis_name))
     data = data._replace(bins=jax.device_put(data.bins, feature_rows),
@@ -110,7 +115,7 @@ def _shard_process_rows(data: TrainData, raw: jax.Array, mesh: Mesh, config: Boo
     longest = int(gather_rows([np.zeros((1,), np.int64) + n_rows])[0].max())
     per_process = -(-longest // local_devices) * local_devices
     data = _pad_rows(data, per_process - n_rows, config.n_bins - 1)
-    raw = jnp.pad(raw, ((0, per_process - n_rows), (0, 0)))
+    raw = _zero_rows(raw, per_process - n_rows)
     n_global = per_process * jax.process_count()
 
     def place(local, spec, row_axis=0):

@@ -60,6 +60,7 @@ VERSION = 2
 OLDEST_VERSION = 1  # version 1 files have no checksums
 _WHAT = "jaxgbt checkpoint"
 _MAX_ROWS = 1 << 34
+_MAX_ORDERS = 1 << 20
 
 
 def fingerprint(*parts) -> str:
@@ -77,7 +78,8 @@ def fingerprint(*parts) -> str:
 
 def save_checkpoint(path, progress: Progress, key: str) -> None:
     """Writes ``progress`` to ``path`` atomically."""
-    n_rows, n_outputs = progress.raw.shape
+    # Margins f32[N, K], or with several orders of target statistics f32[N, P, K].
+    n_rows, n_outputs = progress.raw.shape[0], progress.raw.shape[-1]
     arrays = {name: np.asarray(value) for name, value in progress.trees._asdict().items()}
     arrays["raw"] = np.asarray(progress.raw)
     arrays["bad_rows"] = np.asarray(progress.bad_rows)
@@ -85,6 +87,8 @@ def save_checkpoint(path, progress: Progress, key: str) -> None:
               "rounds_done": progress.rounds_done, "n_rows": n_rows,
               "splits": int(progress.trees.feature.shape[1]),
               "depth": int(np.log2(progress.trees.leaf_value.shape[1])), "n_outputs": n_outputs}
+    if progress.raw.ndim == 3:
+        header["statistic_orders"] = int(progress.raw.shape[1])
     if progress.raw_ordered is not None:
         header["ordered"] = True
         arrays["raw_ordered"] = np.asarray(progress.raw_ordered)
@@ -127,6 +131,9 @@ def load_checkpoint(path, key: str) -> Progress | None:
                                    f"is {ordered!r}, expected true or false")
         if ordered:
             shapes["raw_ordered"] = ((N, K), "float32")
+        if "statistic_orders" in header:
+            P = header_int(header, "statistic_orders", 2, _MAX_ORDERS, path, _WHAT)
+            shapes["raw"] = ((N, P, K), "float32")
         if "cover.npy" in archive.namelist():
             shapes["cover"] = ((T, 2**D), "float32")
         checksums = read_checksums(header, path, _WHAT, required=header["version"] >= 2)
