@@ -21,15 +21,17 @@ from jaxgbt.data import categorical
 from jaxgbt.datasets import load_adult
 
 
-def main() -> None:
-    cfg = load_config("bench_statistic_orders", doc=__doc__)
+def main(cfg: dict | None = None) -> list[dict]:
+    """Runs the config (``load_config``'s, from the command line, when None); prints the
+    table and returns its rows."""
+    cfg = cfg if cfg is not None else load_config("bench_statistic_orders", doc=__doc__)
     train, _ = load_adult()
     y_all = (train.pop("income") == ">50K").to_numpy(np.float32)
     strings = train.select_dtypes(exclude="number").columns
     train[strings] = train[strings].astype("category")
     names = categorical_columns(train)
     budget = dict(n_trees=cfg["n_trees"], depth=cfg["depth"], learning_rate=cfg["learning_rate"])
-    rows, results = [], []
+    rows = []
     for n_rows in cfg["rows"]:
         X, y = train[:n_rows], y_all[:n_rows]
         anchors = {}
@@ -46,18 +48,17 @@ def main() -> None:
             _, first = timed(jaxgbt.fit, "logistic", X, y, **settings)
             _, warm = timed(jaxgbt.fit, "logistic", X, y, **settings)
             used = orders or categorical.default_statistic_orders(n_rows, cfg["n_trees"])
-            row = dict(rows=n_rows, orders=f"{used}" + (" (default)" if not orders else ""),
-                       first=first, warm=warm, per_tree=1000 * warm / cfg["n_trees"],
-                       ratio=warm / fastest if fastest else None, **anchors)
-            rows.append(row)
-            results.append(row)
+            rows.append(dict(rows=n_rows, orders=f"{used}" + (" (default)" if not orders else ""),
+                             first=first, warm=warm, per_tree=1000 * warm / cfg["n_trees"],
+                             ratio=warm / fastest if fastest else None, **anchors))
     columns = [("rows", "rows", ","), ("orders P", "orders", ""),
                ("jaxgbt first fit s", "first", ".2f"), ("jaxgbt warm fit s", "warm", ".2f"),
                ("ms/tree", "per_tree", ".1f"),
                *((f"{library} fit s", library, ".2f") for library in cfg["anchors"]),
                ("warm / fastest anchor", "ratio", ".2f")]
     print_table(rows, columns)
-    write_json(output_dir(cfg) / "results.json", dict(config=cfg, results=results))
+    write_json(output_dir(cfg) / "results.json", dict(config=cfg, results=rows))
+    return rows
 
 
 if __name__ == "__main__":
