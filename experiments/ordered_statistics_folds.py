@@ -3,9 +3,10 @@ one-hot columns where one permutation does not?
 
     python experiments/ordered_statistics_folds.py [--quick] [--set key=value]
 
-jaxgbt's ordered target statistics draw one random order of the training rows; a row's
-statistic is the smoothed mean label of the rows of its category before it, so it never
-holds the row's own label, and the rows early in the order get noisy values. CatBoost keeps
+``jaxgbt.fit(statistic_orders=...)`` now does this in the engine (``core.statistic_orders``);
+this emulation measured it first. With one order, a row's statistic is the smoothed mean
+label of the rows of its category before it, so it never holds the row's own label, and
+the rows early in the order get noisy values. CatBoost keeps
 several orders ("folds"), each with its own statistics *and its own margins*: a tree is
 chosen on one fold's gradients, and every fold's margins are then updated with the tree
 applied to that fold's statistics. This script emulates that with public calls: a chain of
@@ -36,6 +37,7 @@ from _runner import load_config, output_dir, print_table, random_split, read_dat
 
 import jaxgbt
 from jaxgbt import metrics
+from jaxgbt.data import categorical
 
 LOSSES = {"regression": ("squared_error", "rmse"), "binary": ("logistic", "logloss"),
           "poisson": ("poisson", "poisson_deviance"), "multiclass": ("softmax", "multi_logloss")}
@@ -116,8 +118,11 @@ def run_split(X, y, task: str, seed: int, cfg: dict) -> dict[str, float]:
     test_frame, train_frame = split_frames(X, y, train, test,
                                            int(y.max()) + 1 if task == "multiclass" else 0,
                                            cfg["one_hot_max_size"])
+    # Categorical columns left to jaxgbt are one-hot in every fit (below 5,000 rows its
+    # default would encode those of more than two categories by its own statistics).
     settings = dict(depth=cfg["depth"], learning_rate=cfg["learning_rate"],
-                    random_strength=cfg["random_strength"])
+                    random_strength=cfg["random_strength"],
+                    one_hot_max_size=categorical.ONE_HOT_MAX_SIZE)
     rng = np.random.default_rng(seed)
     out = {}
     model = jaxgbt.fit(loss, X.iloc[train], y[train], n_trees=cfg["n_trees"], **settings)

@@ -195,9 +195,10 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
         every order's margins move by the tree applied to its own statistics, so no
         tree's gradients come from margins fitted to its own order's noise
         (``jaxgbt.core.statistic_orders``). Default None: a new order for every tree,
-        up to ``categorical.STATISTIC_ORDER_CELLS`` orders x rows (each round costs P x
-        N more); 1 with ``boosting="ordered"`` or ``distributed=True``. Only fits with a
-        target-statistic column read it. See docs/training.md.
+        at most the largest power of two within ``categorical.STATISTIC_ORDER_CELLS``
+        / N (each round costs P x N more); 1 with ``boosting="ordered"`` or
+        ``distributed=True``. Only fits with a target-statistic column read it. See
+        docs/training.md.
       eval_set: validation sets, a list of ``(X, y)``, ``(X, y, sample_weight)`` or dicts
         with keys X, y and optionally sample_weight, group, name. Each is scored after
         every round; the model's ``history`` holds the scores.

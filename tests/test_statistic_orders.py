@@ -8,7 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 import reference
-from conftest import assert_same_model, shared_data, two_devices
+from conftest import assert_same_model, count_compilations, shared_data, two_devices
 
 import jaxgbt
 from jaxgbt import spec
@@ -147,10 +147,27 @@ def test_first_tree_is_the_one_order_fits(frame):
 def test_default_is_an_order_per_tree_within_the_budget(frame):
     X, y = frame
     assert categorical.default_statistic_orders(600, 12) == 12
-    assert categorical.default_statistic_orders(10**5, 300) == 10
+    assert categorical.default_statistic_orders(10**5, 300) == 8  # 2**20 // N = 10
+    assert categorical.default_statistic_orders(2400, 300) == 256  # 436
+    assert categorical.default_statistic_orders(2600, 300) == 256  # 403: the same program
     assert categorical.default_statistic_orders(10**7, 300) == 1
     assert_same_model(jaxgbt.fit("logistic", X, y, **FIT),
                       jaxgbt.fit("logistic", X, y, statistic_orders=12, **FIT))
+
+
+def test_nearby_row_counts_share_the_compiled_chunk(frame, monkeypatch):
+    """P is a power of two within the budget: 560 and 600 rows (one padded bucket, 640)
+    get the same P, so the second fit compiles no chunk."""
+    X, y = frame
+    monkeypatch.setattr(categorical, "STATISTIC_ORDER_CELLS", 2**13)  # 14 and 13: P = 8
+    settings = dict(FIT, n_trees=16)
+    jaxgbt.fit("logistic", X[:560], y[:560], **settings)
+    compiled, stop = count_compilations()
+    try:
+        jaxgbt.fit("logistic", X, y, **settings)
+    finally:
+        stop()
+    assert "jit(_compiled_chunk)" not in compiled, compiled
 
 
 def test_checkpoint_resumes_to_the_same_model(frame, tmp_path):

@@ -78,9 +78,12 @@ def default_one_hot_max_size(n_rows: int, statistics_possible: bool) -> int:
 
 
 def default_statistic_orders(n_rows: int, n_trees: int) -> int:
-    """P for ``fit(statistic_orders=None)``: one order per tree, at most
-    ``STATISTIC_ORDER_CELLS // N`` of them, at least 1."""
-    return max(1, min(n_trees, STATISTIC_ORDER_CELLS // max(n_rows, 1)))
+    """P for ``fit(statistic_orders=None)``: one order per tree, at most the largest
+    power of two within ``STATISTIC_ORDER_CELLS // N`` (P is a shape: as a power of two
+    it changes only where N doubles, so that nearby row counts share a compiled
+    program), at least 1."""
+    budget = STATISTIC_ORDER_CELLS // max(n_rows, 1)
+    return max(1, min(n_trees, 1 << (budget.bit_length() - 1) if budget else 1))
 
 _MSG_TARGET_NEEDS_LABEL = """\
 categorical feature(s) {columns} have more than one_hot_max_size={size} categories, so they \
