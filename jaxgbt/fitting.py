@@ -192,13 +192,13 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
       statistic_orders: P, the random orders of the training rows that target
         statistics are drawn under (CatBoost's folds). Each order has its own margins:
         round r grows its tree on order r mod P's statistics and gradients, and then
-        every order's margins move by the tree applied to its own statistics, so no
-        tree's gradients come from margins fitted to its own order's noise
-        (``jaxgbt.core.statistic_orders``). Default None: a new order for every tree,
-        at most the largest power of two within ``categorical.STATISTIC_ORDER_CELLS``
-        / N (each round costs P x N more); 1 with ``boosting="ordered"`` or
-        ``distributed=True``. Only fits with a target-statistic column read it. See
-        docs/training.md.
+        every order's margins move by the tree applied to its own statistics: with an
+        order per tree, no tree's gradients come from margins fitted to its own order's
+        noise (``jaxgbt.core.statistic_orders``). Default None: a new order for every
+        tree, at most the largest power of two within
+        ``categorical.STATISTIC_ORDER_CELLS`` / N (each round costs P x N more). At
+        most ``n_trees``; 1 with ``boosting="ordered"`` or ``distributed=True``. Only
+        fits with a target-statistic column read it. See docs/training.md.
       eval_set: validation sets, a list of ``(X, y)``, ``(X, y, sample_weight)`` or dicts
         with keys X, y and optionally sample_weight, group, name. Each is scored after
         every round; the model's ``history`` holds the scores.
@@ -318,7 +318,8 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
         leaf_newton_steps=leaf_newton_steps, order_statistics=data.order_statistics)
     check_fit_memory(data.n_rows, data.n_bin_rows, config.n_bins, depth, n_outputs,
                      [jax.devices()[0]] if mesh is None else list(mesh.local_devices),
-                     ordered=config.ordered, gathered_rows=config.sample_capacity)
+                     ordered=config.ordered, gathered_rows=config.sample_capacity,
+                     statistic_orders=config.statistic_orders)
     # device_put, not jnp.asarray: on jax 0.10 the latter compiles a copy for every new
     # row count, a program of its own that fits in one row bucket would not share.
     train_data = TrainData(bins=None, y=jax.tree.map(jax.device_put, data.y),

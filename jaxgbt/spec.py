@@ -235,12 +235,13 @@ def statistic_orders(value, n_trees: int, n_rows: int, boosting: Boosting,
     """P, the orders of the rows target statistics are drawn under, each with its own
     margins (``core.statistic_orders``). None picks ``categorical.default_statistic_orders``,
     or 1 with ordered boosting (which has its own order of the rows) or over several
-    processes (each holds its own rows' statistics of one order)."""
+    processes (each holds its own rows' statistics of one order). At most n_trees."""
     if value is None:
         if boosting == "ordered" or distributed:
             return 1
         return categorical.default_statistic_orders(n_rows, n_trees)
-    value = check.check_int(value, "statistic_orders", 1)
+    # Round r grows on order r mod P: orders past the n_trees-th would never be used.
+    value = min(check.check_int(value, "statistic_orders", 1), n_trees)
     if value > 1 and boosting == "ordered":
         raise ValueError(f"statistic_orders={value} cannot be used with boosting='ordered', "
                          "which draws its own order of the rows; pass statistic_orders=1 (or "

@@ -20,6 +20,7 @@ from jaxgbt.core.statistic_orders import order_rows
 from jaxgbt.data import categorical
 from jaxgbt.data.binning import sparse_group
 from jaxgbt.engine.loop import train
+from jaxgbt.engine.resources import estimate_fit_memory
 from jaxgbt.evaluation.metrics import logloss
 from jaxgbt.objectives import resolve
 
@@ -227,6 +228,13 @@ def test_bad_settings_are_refused_before_training(frame, settings, message):
     X, y = frame
     with pytest.raises((TypeError, ValueError), match=message):
         jaxgbt.fit("logistic", X, y, **{**FIT, **settings})
+
+
+def test_orders_past_the_trees_are_not_drawn_and_their_margins_are_counted():
+    assert spec.statistic_orders(50, 12, 600, "plain", distributed=False) == 12
+    one = estimate_fit_memory(1000, 10, 64, 6, 2)
+    several = estimate_fit_memory(1000, 10, 64, 6, 2, statistic_orders=8)
+    assert several.rows - one.rows == 1000 * 8 * (1 + 2 * 2) * 4
 
 
 def test_distributed_fits_keep_one_order():

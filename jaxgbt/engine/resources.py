@@ -32,6 +32,10 @@ _ROW_FLOATS = 4
 # row of the block mask (``ordered.block_size`` floats).
 _ORDERED_ROW_FLOATS_PER_OUTPUT = 8
 _ORDERED_ROW_FLOATS = 3
+# Target statistics under P orders (``jaxgbt.core.statistic_orders``) add per row and
+# order: its margins in and out per output, and the i32 leaf of the tree in that order.
+_ORDER_ROW_FLOATS_PER_OUTPUT = 2
+_ORDER_ROW_FLOATS = 1
 _FLOAT_BYTES = FLOAT_DTYPE().itemsize
 
 
@@ -49,17 +53,22 @@ class FitMemory(NamedTuple):
 
 def estimate_fit_memory(n_rows: int, n_features: int, n_bins: int, depth: int, n_outputs: int,
                         n_devices: int = 1, ordered: bool = False,
-                        gathered_rows: int | None = None) -> FitMemory:
+                        gathered_rows: int | None = None,
+                        statistic_orders: int = 1) -> FitMemory:
     """Bytes on each device for a fit of this size (rows split evenly over devices);
-    ``ordered``: with ordered boosting's second margins and prefix sums;
-    ``gathered_rows``: the slots a sampled round gathers its drawn rows into
-    (``sampling.sample_capacity``), whose bins and (g, h) each round copies."""
+    ``n_features``: the rows of the binned matrix; ``ordered``: with ordered boosting's
+    second margins and prefix sums; ``gathered_rows``: the slots a sampled round gathers
+    its drawn rows into (``sampling.sample_capacity``), whose bins and (g, h) each round
+    copies; ``statistic_orders``: P, each with its own margins."""
     rows = -(-n_rows // n_devices)
     binned = n_features * rows * BIN_DTYPE().itemsize
     row_state = rows * (_ROW_FLOATS + _ROW_FLOATS_PER_OUTPUT * n_outputs) * _FLOAT_BYTES
     if gathered_rows is not None:
         row_state += gathered_rows * (n_features * BIN_DTYPE().itemsize
                                       + (2 + 2 * n_outputs) * _FLOAT_BYTES)
+    if statistic_orders > 1:
+        row_state += rows * statistic_orders * (
+            _ORDER_ROW_FLOATS + _ORDER_ROW_FLOATS_PER_OUTPUT * n_outputs) * _FLOAT_BYTES
     if ordered:
         row_state += rows * (_ORDERED_ROW_FLOATS + block_size(2**depth)
                              + _ORDERED_ROW_FLOATS_PER_OUTPUT * n_outputs) * _FLOAT_BYTES
@@ -92,13 +101,13 @@ def _gib(n_bytes: int) -> str:
 
 def check_fit_memory(n_rows: int, n_features: int, n_bins: int, depth: int, n_outputs: int,
                      devices: list[jax.Device], ordered: bool = False,
-                     gathered_rows: int | None = None) -> FitMemory:
+                     gathered_rows: int | None = None, statistic_orders: int = 1) -> FitMemory:
     """Raises MemoryError when the estimate exceeds the smallest free memory of ``devices``.
 
     Host CPU devices share one memory, so their estimates add up.
     """
     need = estimate_fit_memory(n_rows, n_features, n_bins, depth, n_outputs, len(devices),
-                               ordered, gathered_rows)
+                               ordered, gathered_rows, statistic_orders)
     free = [available_bytes(d) for d in devices]
     if any(f is None for f in free):
         return need
@@ -114,7 +123,9 @@ def check_fit_memory(n_rows: int, n_features: int, n_bins: int, depth: int, n_ou
     else:
         advice = (f"the binned data and per-row state ({_gib(need.binned + need.rows)} per device "
                   f"for {n_rows} rows) dominate; use fewer rows or features, or split the rows "
-                  "over more devices with devices=[...]")
+                  "over more devices with devices=[...]"
+                  + (f", or lower statistic_orders={statistic_orders}"
+                     if statistic_orders > 1 else ""))
     raise MemoryError(f"this fit needs about {_gib(total_need)} but {_gib(room)} is free: "
                       f"{advice}.")
 
