@@ -96,11 +96,43 @@ def test_data_without_missing_values_search_one_direction_to_the_same_tree(monke
         return jax.jit(lambda b, g: grow(b, g, PARAMS, DEPTH, N_BINS, **kwargs))(bins, gh)
 
     one_direction = fitted()
-    monkeypatch.setattr(split, "_searched", lambda hist, search: search(2))
+    monkeypatch.setattr(split, "ONE_DIRECTION_MIN_CELLS", 2**40)  # both directions at once
     both = fitted()
     for got, expected in zip(jax.tree.leaves(one_direction), jax.tree.leaves(both), strict=True):
         assert_same_numbers(got, expected)
     assert np.all(np.asarray(one_direction[0].default_left))
+
+
+@pytest.mark.parametrize("score_function", ["l2", "cosine"])
+@pytest.mark.parametrize("grow", [grow_tree, grow_depthwise_tree], ids=["oblivious", "depthwise"])
+def test_missing_directions_searched_in_turn_find_the_same_tree(monkeypatch, grow,
+                                                                 score_function):
+    # With rows in the missing bin, large searches score missing-left, then missing-right
+    # in a loop (one search compiled), and keep the better; small ones score both at
+    # once. Both must give the same tree, bit for bit, ties, noise, a constraint and two
+    # outputs included.
+    import jaxgbt.core.split as split
+    from jaxgbt.core.split import ScoreNoise
+
+    bins, gh = _problem(8, n_outputs=2)
+    params = PARAMS._replace(noise=ScoreNoise(jax.random.PRNGKey(3), jnp.float32(0.2)))
+    monotone = jnp.asarray([0, 1, -1, 0, 0, 0, 1, 0], jnp.int32)
+    kwargs = dict(monotone=monotone) if grow is grow_depthwise_tree else {}
+
+    def grown(noise):
+        return jax.jit(lambda b, g: grow(b, g, params if noise else PARAMS, DEPTH, N_BINS,
+                                         score_function=score_function, **kwargs))(bins, gh)
+
+    for noise in (False, True):
+        monkeypatch.setattr(split, "ONE_DIRECTION_MIN_CELLS", 0)
+        in_turn = grown(noise)
+        monkeypatch.setattr(split, "ONE_DIRECTION_MIN_CELLS", 2**40)
+        at_once = grown(noise)
+        for got, expected in zip(jax.tree.leaves(in_turn), jax.tree.leaves(at_once),
+                                 strict=True):
+            assert_same_numbers(got, expected)
+        # the data's missing values send some splits' missing rows right
+        assert not np.all(np.asarray(at_once[0].default_left))
 
 
 @pytest.mark.parametrize("grow", [grow_tree, grow_depthwise_tree], ids=["oblivious", "depthwise"])

@@ -22,7 +22,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxgbt.core.histogram import SparseEntries, build_histogram, build_sparse_histogram
-from jaxgbt.core.split import Best, rank_of
+from jaxgbt.core.split import Best, better, rank_of
 
 # Histogram bytes one block may hold. Narrow data stays one block (28 features, 32 nodes,
 # 256 bins: 1.8 MB), with no loop; at 500 features, blocks of 1 MiB and 4 MiB searched a
@@ -107,20 +107,7 @@ def search_level(groups: list[FeatureGroup], node: jax.Array, gh: jax.Array, n_n
       lowest candidate index (as one argmax over every candidate).
     """
     bests = [_search_group(group, node, gh, n_nodes, search, axis_name) for group in groups]
-    return functools.reduce(_better, bests)
-
-
-def _better(a: Best, b: Best) -> Best:
-    """Per entry, the better of two searches' bests: the larger gain (or ranking score,
-    ``split.rank_of``), ties (and NaN, as ``argmax`` ranks it) to the lower index."""
-    a_rank, b_rank = rank_of(a), rank_of(b)
-    a_nan, b_nan = jnp.isnan(a_rank), jnp.isnan(b_rank)
-    lower = b.index < a.index
-    b_wins = jnp.where(a_nan | b_nan, b_nan & (~a_nan | lower),
-                       (b_rank > a_rank) | ((b_rank == a_rank) & lower))
-    return jax.tree.map(
-        lambda x, y: jnp.where(b_wins.reshape(b_wins.shape + (1,) * (x.ndim - b_wins.ndim)),
-                               y, x), a, b)
+    return functools.reduce(better, bests)
 
 
 def _search_group(group: FeatureGroup, node: jax.Array, gh: jax.Array, n_nodes: int,

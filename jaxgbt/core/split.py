@@ -295,6 +295,31 @@ def _enough_rows(hessian: jax.Array, params: SplitParams) -> jax.Array:
     return rows >= params.min_data_in_leaf - 0.5
 
 
+class _Sums(NamedTuple):
+    """The sums a histogram's candidates are scored from (``_candidate_sums``)."""
+
+    below: jax.Array  # f32[2K, F, n, B - 1]: each candidate's value bins, up to its bin
+    missing: jax.Array  # f32[2K, F, n, 1]: the missing bin
+    total: jax.Array  # f32[2K, F, n, 1]: the node's
+    parent: jax.Array  # f32[F, n, 1]: the node's own score
+
+
+def _candidate_sums(hist: jax.Array, params: SplitParams) -> _Sums:
+    """The prefix sums of ``hist`` f32[F, n, B, 2K] along its bins, with the bins last
+    (``_by_output``), the node totals and the nodes' own scores."""
+    by_output = _by_output(hist)  # [2K, F, n, B]
+    below = prefix_sums(by_output[..., :-1], axis=-1)
+    missing = by_output[..., -1:]
+    total = below[..., -1:] + missing
+    return _Sums(below, missing, total, _score_by_output(total, params))
+
+
+def _lefts(sums: _Sums, directions: int) -> tuple[jax.Array, ...]:
+    """The left children's sums f32[2K, F, n, B - 1] with missing values sent left,
+    then (``directions=2``) right."""
+    return (sums.below + sums.missing, sums.below)[:directions]
+
+
 def _gains_and_parent(hist: jax.Array, params: SplitParams, bounds=None,
                       monotone: jax.Array | None = None, directions: int = 2,
                       cosine: bool = False
@@ -304,14 +329,19 @@ def _gains_and_parent(hist: jax.Array, params: SplitParams, bounds=None,
     pair f32[F, n, B - 1], else None): the scores from the same sums as the gains
     (score noise ranks by them; the parent's computed apart, from the histogram again,
     cost a level as much as its gains at 500 features)."""
-    by_output = _by_output(hist)  # [2K, F, n, B]
-    n_outputs = by_output.shape[0] // 2
-    below = prefix_sums(by_output[..., :-1], axis=-1)  # [2K, F, n, B-1]
-    missing = by_output[..., -1:]
-    total = below[..., -1:] + missing  # [2K, F, n, 1]
-    parent = _score_by_output(total, params)
+    sums = _candidate_sums(hist, params)
+    return _direction_gains(sums, _lefts(sums, directions), params, bounds, monotone, cosine)
+
+
+def _direction_gains(sums: _Sums, lefts: tuple[jax.Array, ...], params: SplitParams,
+                     bounds=None, monotone: jax.Array | None = None, cosine: bool = False
+                     ) -> tuple[tuple[jax.Array, ...], jax.Array, tuple | None]:
+    """``_gains_and_parent`` from the histogram's ``_candidate_sums`` and the left
+    children's sums of each missing direction searched (``_lefts``)."""
+    n_outputs = sums.below.shape[0] // 2
+    total, parent = sums.total, sums.parent
     gains, cosine_terms = [], []
-    for left in (below + missing, below)[:directions]:
+    for left in lefts:
         right = total - left
         children = _score_by_output(left, params) + _score_by_output(right, params)
         gain = children - parent
@@ -370,8 +400,15 @@ def level_gains_and_parent(hist: jax.Array, params: SplitParams, directions: int
     ``cosine`` each candidate's cosine score over the level's nodes f32[F, B - 1,
     directions], else None): the score of the rows a candidate divides, and the cosine
     score, as ``candidate_ranks`` takes them."""
-    gains, parent, terms = _gains_and_parent(hist, params, directions=directions,
-                                             cosine=cosine)
+    sums = _candidate_sums(hist, params)
+    return _level_gains(sums, _lefts(sums, directions), params, cosine)
+
+
+def _level_gains(sums: _Sums, lefts: tuple[jax.Array, ...], params: SplitParams,
+                 cosine: bool) -> tuple[jax.Array, jax.Array, jax.Array | None]:
+    """``level_gains_and_parent`` of the directions of ``lefts`` (``_direction_gains``),
+    f32[F, B - 1, len(lefts)]."""
+    gains, parent, terms = _direction_gains(sums, lefts, params, cosine=cosine)
     if not cosine:
         return (jnp.stack([_sum_nodes(g) for g in gains], axis=-1),
                 jnp.sum(parent, axis=1), None)
@@ -538,24 +575,65 @@ def first_argmax(x: jax.Array) -> jax.Array:
 
 
 # Histograms of fewer (feature, node, bin) cells than this search both missing
-# directions without the branch below: their search is cheap, and the branch compiles
-# the search twice. At 28 features x 32 nodes x 256 bins the one direction saved 0.09 ms
-# of a level's search, and the branch cost 0.4 s of the first fit's compilation
-# (docs/benchmarks.md, "The split search's prefix sums").
+# directions at once, without the loop below: their search is cheap, and the loop's
+# body is compiled apart from the code around it. At 28 features x 32 nodes x 256 bins,
+# 2,000 or 20,000 rows, the loop cost 0.25 s of the first fit's compilation and saved
+# nothing of the warm fit (docs/benchmarks.md, "Missing directions scored in turn").
 ONE_DIRECTION_MIN_CELLS = 2**18
 
+# The search of one block: ``search(sums, lefts, missing_right) -> Best`` from the
+# block's ``_candidate_sums``, the left children's sums of the directions it scores
+# (``_lefts``), and None when those are both directions in order, else the traced
+# bool[] of the one direction scored.
+_BlockSearch = Callable[[_Sums, tuple[jax.Array, ...], jax.Array | None], Best]
 
-def _searched(hist: jax.Array, search: Callable[[int], Best]) -> Best:
-    """``search(2)`` (both missing directions), or ``search(1)`` (missing-left alone)
-    when no row of ``hist`` f32[b, n, B, 2K] is in a missing bin.
+
+def _searched(hist: jax.Array, params: SplitParams, search: _BlockSearch) -> Best:
+    """The best candidate of ``hist`` f32[b, n, B, 2K] over both missing directions,
+    the missing-right ones scored only when a row of ``hist`` is in a missing bin.
 
     Without missing values both directions have the same gain bit for bit (the
-    missing sums are 0), and ties go to missing-left, so the one direction finds the
-    same split with half the work; data without NaN (most data) take that branch.
+    missing sums are 0), and ties go to missing-left, so scoring missing-left alone
+    finds the same split with half the work; data without NaN (most data) do that.
+    The directions are the iterations of a loop whose trip count is 1 or 2, so the
+    search is compiled once (a branch for each count compiled it twice: 0.6 s of the
+    first fit at 500 features, docs/benchmarks.md "Wide data"); the prefix sums are
+    computed once, before it, and the two directions' winners are compared as one
+    argmax over both would (``better``).
     """
+    sums = _candidate_sums(hist, params)
     if hist.shape[0] * hist.shape[1] * hist.shape[2] < ONE_DIRECTION_MIN_CELLS:
-        return search(2)
-    return jax.lax.cond(jnp.any(hist[:, :, -1] != 0), lambda: search(2), lambda: search(1))
+        return search(sums, _lefts(sums, 2), None)
+
+    def direction(i, best):
+        right = i == 1
+        left = jnp.where(right, sums.below, sums.below + sums.missing)
+        return better(best, search(sums, (left,), right))
+
+    shapes = jax.eval_shape(lambda: search(sums, (sums.below,), jnp.bool_(False)))
+    n_directions = 1 + jnp.any(hist[:, :, -1] != 0).astype(jnp.int32)
+    return jax.lax.fori_loop(0, n_directions, direction, jax.tree.map(_losing, shapes))
+
+
+def _losing(shape: jax.ShapeDtypeStruct) -> jax.Array:
+    """An entry of a ``Best`` that loses to any candidate (``better``): -inf, or the
+    largest index."""
+    if jnp.issubdtype(shape.dtype, jnp.integer):
+        return jnp.full(shape.shape, jnp.iinfo(shape.dtype).max, shape.dtype)
+    return jnp.full(shape.shape, -jnp.inf, shape.dtype)
+
+
+def better(a: Best, b: Best) -> Best:
+    """Per entry, the better of two searches' bests: the larger gain (or ranking score,
+    ``rank_of``), ties (and NaN, as ``argmax`` ranks it) to the lower index."""
+    a_rank, b_rank = rank_of(a), rank_of(b)
+    a_nan, b_nan = jnp.isnan(a_rank), jnp.isnan(b_rank)
+    lower = b.index < a.index
+    b_wins = jnp.where(a_nan | b_nan, b_nan & (~a_nan | lower),
+                       (b_rank > a_rank) | ((b_rank == a_rank) & lower))
+    return jax.tree.map(
+        lambda x, y: jnp.where(b_wins.reshape(b_wins.shape + (1,) * (x.ndim - b_wins.ndim)),
+                               y, x), a, b)
 
 
 def best_level_split(hist: jax.Array, params: SplitParams,
@@ -601,9 +679,10 @@ def best_level_candidate(hist: jax.Array, features: jax.Array, counted: jax.Arra
 
     ranked = params.noise is not None or score_function == "cosine"
 
-    def search(directions):
-        gains, parent, cosine = level_gains_and_parent(  # [b, B_g-1, d], [b]
-            hist, params, directions, cosine=score_function == "cosine")
+    def search(sums, lefts, missing_right):
+        directions = len(lefts)
+        gains, parent, cosine = _level_gains(  # [b, B_g-1, d], [b]
+            sums, lefts, params, cosine=score_function == "cosine")
         gains = jnp.where(counted[:, None, None], gains, -jnp.inf)
         ranks = gains
         if ranked:
@@ -613,10 +692,10 @@ def best_level_candidate(hist: jax.Array, features: jax.Array, counted: jax.Arra
         local = first_argmax(ranks.reshape(-1))
         return Best(gains.reshape(-1)[local],
                     _global_index(local, features, n_hist_bins, directions,
-                                  n_value_bins or n_hist_bins), (),
+                                  n_value_bins or n_hist_bins, missing_right), (),
                     ranks.reshape(-1)[local] if ranked else None)
 
-    return _searched(hist, search)
+    return _searched(hist, params, search)
 
 
 def best_node_candidates(hist: jax.Array, features: jax.Array, counted: jax.Array,
@@ -644,10 +723,10 @@ def best_node_candidates(hist: jax.Array, features: jax.Array, counted: jax.Arra
 
     ranked = params.noise is not None or score_function == "cosine"
 
-    def search(directions):
-        by_direction, parent, terms = _gains_and_parent(
-            hist, params, bounds, block_monotone, directions,
-            cosine=score_function == "cosine")
+    def search(sums, lefts, missing_right):
+        directions = len(lefts)
+        by_direction, parent, terms = _direction_gains(
+            sums, lefts, params, bounds, block_monotone, cosine=score_function == "cosine")
         gains = jnp.stack(by_direction, axis=-1)
         gains = jnp.where(usable[:, :, None, None], gains, -jnp.inf)  # [b, n, B-1, d]
         by_node = jnp.moveaxis(gains, 1, 0).reshape(n_nodes, -1)
@@ -666,24 +745,30 @@ def best_node_candidates(hist: jax.Array, features: jax.Array, counted: jax.Arra
         extra = ()
         if bounds is not None:
             local_feature, rest = jnp.divmod(local, n_hist_bins * directions)
-            split_bin, missing_right = jnp.divmod(rest, directions)
-            extra = chosen_children(hist, LevelSplit(local_feature, split_bin,
-                                                     missing_right == 0, gain))
+            split_bin, right = jnp.divmod(rest, directions)
+            if missing_right is not None:
+                right = right + missing_right.astype(right.dtype)
+            extra = chosen_children(hist, LevelSplit(local_feature, split_bin, right == 0,
+                                                     gain))
         return Best(gain, _global_index(local, features, n_hist_bins, directions,
-                                        n_value_bins or n_hist_bins), extra, score)
+                                        n_value_bins or n_hist_bins, missing_right),
+                    extra, score)
 
-    return _searched(hist, search)
+    return _searched(hist, params, search)
 
 
 def _global_index(local: jax.Array, features: jax.Array, n_hist_bins: int, directions: int,
-                  n_value_bins: int) -> jax.Array:
+                  n_value_bins: int, missing_right: jax.Array | None = None) -> jax.Array:
     """i32: a candidate index among a block's features (``n_hist_bins`` value bins,
     ``directions`` missing directions) as one among every feature with ``n_value_bins``
-    value bins and both directions (missing-left when there is one direction)."""
+    value bins and both directions; with one direction, missing-left, or the direction
+    of ``missing_right`` (bool[]) where given."""
     local_feature, rest = jnp.divmod(local, n_hist_bins * directions)
-    split_bin, missing_right = jnp.divmod(rest, directions)
+    split_bin, right = jnp.divmod(rest, directions)
+    if missing_right is not None:
+        right = right + missing_right.astype(right.dtype)
     return ((features[local_feature] * n_value_bins + split_bin) * 2
-            + missing_right).astype(jnp.int32)
+            + right).astype(jnp.int32)
 
 
 def split_of(best: Best, n_value_bins: int, params: SplitParams) -> LevelSplit:
