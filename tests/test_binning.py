@@ -134,6 +134,23 @@ def test_apply_bins_in_blocks_of_rows_and_features(monkeypatch):
     assert_array_equal(apply_bins(X, table), reference.apply_bins(X, table))
 
 
+@pytest.mark.parametrize("rows_per_task", [2**16, 50])
+def test_column_bins_of_several_versions_equal_each_versions_apply_bins(monkeypatch,
+                                                                         rows_per_task):
+    # Target statistics under several orders: version q of column s, binned with column
+    # s's thresholds, lands at row q * C + s, as apply_bins puts it. With 50 rows per
+    # task each task bins a slice of the versions.
+    monkeypatch.setattr(binning, "_ROWS_PER_TASK", rows_per_task)
+    rng = np.random.default_rng(4)
+    values = rng.random((5, 40, 3)).astype(np.float32)  # [P, N, C]
+    thresholds = np.stack([compute_thresholds(values[0, :, [s]].T, 8)[0] for s in range(3)])
+    got = binning.apply_column_bins(values, thresholds)
+    assert got.shape == (15, 40) and got.dtype == np.uint8
+    for q in range(5):
+        assert_array_equal(got[3 * q:3 * q + 3], apply_bins(values[q], thresholds))
+    assert len(np.unique(got)) > 3
+
+
 def test_bins_needed_counts_the_fullest_feature_and_rounds_up():
     X = np.zeros((64, 3), np.float32)
     X[:, 1] = np.arange(64) % 2  # two values: one cut

@@ -108,18 +108,21 @@ def test_continued_fit_reads_unseen_levels_as_predict_does(adult_continued):
 # Ordered target statistics ---------------------------------------------------------------
 
 
-def test_ordered_statistics_match_a_row_by_row_reference():
+# Permutations computed at once: all three, or two then one (the last batch shorter).
+@pytest.mark.parametrize("batch_cells", [2**21, 2 * 60 + 1])
+def test_ordered_statistics_match_a_row_by_row_reference(monkeypatch, batch_cells):
+    monkeypatch.setattr(categorical, "_ORDERED_BATCH_CELLS", batch_cells)
     rng = np.random.default_rng(0)
     n_rows, n = 60, 4
     codes = rng.integers(0, n + 1, n_rows)  # code n is the missing category
     targets = rng.random((n_rows, 2))
     weight = rng.random(n_rows)
     prior = weight @ targets / weight.sum()
-    permutations = [rng.permutation(n_rows) for _ in range(2)]
+    permutations = [rng.permutation(n_rows) for _ in range(3)]
     table, ordered = categorical._target_statistics(codes, n, targets, weight, prior,
                                                     permutations)
     a = categorical.PRIOR_WEIGHT
-    assert ordered.shape == (2, n_rows, 2)
+    assert ordered.shape == (3, n_rows, 2) and ordered.dtype == np.float32
     for values, permutation in zip(ordered, permutations, strict=True):
         for place, i in enumerate(permutation):
             before = permutation[:place]

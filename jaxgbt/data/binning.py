@@ -505,6 +505,36 @@ def apply_bins(X: np.ndarray, thresholds: np.ndarray) -> np.ndarray:
     return binned
 
 
+def apply_column_bins(values: np.ndarray, thresholds: np.ndarray) -> np.ndarray:
+    """Bins P versions of C columns, each with its column's thresholds.
+
+    Args:
+      values: f32[P, N, C], version q of column s in ``values[q, :, s]`` (the target
+        statistics of C columns under P orders of the rows, ``core.statistic_orders``).
+      thresholds: f32[C, B - 1], each column's, as ``apply_bins`` takes them.
+
+    Returns:
+      u8[P * C, N], version q of column s at row ``q * C + s``: ``apply_bins`` of each
+      version, bit for bit, with one long column per column rather than P short ones.
+    """
+    n_versions, n_rows, n_columns = values.shape
+    binned = np.empty((n_versions, n_columns, n_rows), BIN_DTYPE)
+    step = max(1, _ROWS_PER_TASK // max(n_rows, 1))  # versions per task
+
+    def bin_block(task: tuple[int, int]) -> None:
+        column, first = task
+        versions = slice(first, min(first + step, n_versions))
+        block = values[versions, :, column]
+        binned[versions, column] = _bin_column(thresholds[column], block.ravel()).reshape(
+            block.shape)
+
+    # As in apply_bins: the searches release the GIL, one thread per core.
+    tasks = [(s, q) for s in range(n_columns) for q in range(0, n_versions, step)]
+    with ThreadPoolExecutor(max_workers=max(1, min(os.cpu_count() or 1, len(tasks)))) as pool:
+        list(pool.map(bin_block, tasks))
+    return binned.reshape(n_versions * n_columns, n_rows)
+
+
 def _apply_sparse_bins(X, thresholds: np.ndarray, binned: np.ndarray) -> None:
     """Fills ``binned`` u8[F, N] from CSC X: each column's bin of 0, then its stored
     entries' bins (NaN to the missing bin, as in ``apply_bins``)."""

@@ -21,6 +21,7 @@ from jaxgbt.data import categorical, frames
 from jaxgbt.data import validation as check
 from jaxgbt.data.binning import (
     apply_bins,
+    apply_column_bins,
     bins_needed,
     compute_thresholds,
     sparse_entries,
@@ -168,12 +169,10 @@ class Dataset:
         extra = self.order_statistics
         if extra is not None:
             n_orders, n_rows, n_columns = extra.values.shape
-            values = np.ascontiguousarray(
-                extra.values.transpose(1, 0, 2).reshape(n_rows, n_orders * n_columns))
-            cuts = np.tile(thresholds[list(extra.columns)], (n_orders, 1))
-            joined = aligned_empty((bins.shape[0] + values.shape[1], n_rows), BIN_DTYPE)
+            joined = aligned_empty((bins.shape[0] + n_orders * n_columns, n_rows), BIN_DTYPE)
             joined[:bins.shape[0]] = bins
-            joined[bins.shape[0]:] = apply_bins(values, cuts)
+            joined[bins.shape[0]:] = apply_column_bins(extra.values,
+                                                       thresholds[list(extra.columns)])
             bins = joined
         # device_put adopts the (aligned) binned matrix on CPU: no second copy of it.
         return jax.device_put(bins)
