@@ -596,8 +596,9 @@ def _searched(hist: jax.Array, params: SplitParams, search: _BlockSearch) -> Bes
     missing sums are 0), and ties go to missing-left, so scoring missing-left alone
     finds the same split with half the work; data without NaN (most data) do that.
     The directions are the iterations of a loop whose trip count is 1 or 2, so the
-    search is compiled once (a branch for each count compiled it twice: 0.6 s of the
-    first fit at 500 features, docs/benchmarks.md "Wide data"); the prefix sums are
+    search is compiled once (a branch for each count compiled it twice: about 0.2 s
+    more of the first fit at 500 features, docs/benchmarks.md "Missing directions
+    scored in turn"); the prefix sums are
     computed once, before it, and the two directions' winners are compared as one
     argmax over both would (``better``).
     """
