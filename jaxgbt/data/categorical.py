@@ -474,8 +474,9 @@ def fit_encoder(declared: Declared, X: np.ndarray, targets, why_no_targets, weig
     weight = np.asarray(weight, np.float64) if needs_stats else None
     offset, stats_rows, ordered = 0, [], {}
     rng = np.random.default_rng([seed, 0xCA7])
-    permutations = ([rng.permutation(n_rows) for _ in range(orders)] if needs_stats
-                    else None)
+    # i64[P, N], stacked once rather than by each column's statistics
+    permutations = (np.stack([rng.permutation(n_rows) for _ in range(orders)])
+                    if needs_stats else None)
     prior = (np.matmul(weight, targets) / weight.sum()) if needs_stats else None
     stats_offset = 0
     position = {j: i for i, j in enumerate(declared.categorical)}
