@@ -143,7 +143,7 @@ def test_column_bins_of_several_versions_equal_each_versions_apply_bins(monkeypa
     monkeypatch.setattr(binning, "_ROWS_PER_TASK", rows_per_task)
     rng = np.random.default_rng(4)
     values = rng.random((5, 40, 3)).astype(np.float32)  # [P, N, C]
-    thresholds = np.stack([compute_thresholds(values[0, :, [s]].T, 8)[0] for s in range(3)])
+    thresholds = np.stack([compute_thresholds(values[0][:, [s]], 8)[0] for s in range(3)])
     got = binning.apply_column_bins(values, thresholds)
     assert got.shape == (15, 40) and got.dtype == np.uint8
     for q in range(5):
