@@ -93,18 +93,19 @@ def test_histogram_over_row_blocks_matches_reference(monkeypatch, features_in_st
     # Blocks of at most 64 rows, each of an even number: 300 rows are five blocks of
     # 60; 290 rows: five of 58; 257 rows: five of 52, the last starting 3 rows early;
     # 251 rows: four of 64 (not 63), the last starting 5 rows early. With
-    # features_in_steps, the 5 features go in steps of 2 (the last starting a feature
-    # early), as large data does on 2 cores.
+    # features_in_steps, the 5 features go in three steps of 2, the last starting a
+    # feature early, as 20 features do in steps of at most 16 (two of 10) and 40 in
+    # steps of 14, the last repeating two.
     import jaxgbt.core.histogram as histogram
 
     monkeypatch.setattr(histogram, "CPU_ROWS_PER_BLOCK", 64)
     monkeypatch.setattr(histogram, "ONE_SCATTER_MAX_ROWS", 0)
     monkeypatch.setattr(jax, "default_backend", lambda: "cpu")
+    monkeypatch.setattr(histogram.os, "cpu_count", lambda: 2)
     if features_in_steps:
-        monkeypatch.setattr(histogram.os, "cpu_count", lambda: 2)
+        monkeypatch.setattr(histogram, "CPU_MIN_FEATURES_PER_STEP", 2)
         assert histogram.features_per_step(N_FEATURES) == 2
     else:
-        monkeypatch.setattr(histogram.os, "cpu_count", lambda: 8)
         assert histogram.features_per_step(N_FEATURES) == N_FEATURES
     bins, node, gh = _inputs(n_outputs=1)
     for n_rows in (300, 290, 257, 251):
@@ -117,6 +118,28 @@ def test_histogram_over_row_blocks_matches_reference(monkeypatch, features_in_st
         expected = reference.histogram(bins[:, :n_rows], node[:n_rows], gh[:n_rows], N_NODES,
                                        N_BINS)
         assert_allclose(np.asarray(hist), expected, rtol=1e-5, atol=1e-5)
+
+
+def test_features_per_step_spread_evenly_over_the_fewest_steps(monkeypatch):
+    # On CPU at least CPU_MIN_FEATURES_PER_STEP (16) a step, one per core beyond, at
+    # most MAX_FEATURES_PER_STEP (32), and one per core with the rows sharded over a
+    # mesh (each core runs a device); accelerators up to 32. Steps of nearly equal
+    # size: 28 features are two steps of 14, not 16 and 12 (the last step, started
+    # early, would repeat 4 features).
+    import jaxgbt.core.histogram as histogram
+
+    backend = "cpu"
+    monkeypatch.setattr(jax, "default_backend", lambda: backend)
+    monkeypatch.setattr(histogram.os, "cpu_count", lambda: 2)
+    assert [histogram.features_per_step(f) for f in (1, 5, 16, 17, 28, 63, 500)] == [
+        1, 5, 16, 9, 14, 16, 16]
+    assert [histogram.features_per_step(f, sharded=True) for f in (1, 5, 28)] == [1, 2, 2]
+    monkeypatch.setattr(histogram.os, "cpu_count", lambda: 24)
+    assert [histogram.features_per_step(f) for f in (28, 63)] == [14, 21]
+    monkeypatch.setattr(histogram.os, "cpu_count", lambda: 96)
+    assert [histogram.features_per_step(f) for f in (28, 63)] == [28, 32]
+    backend = "gpu"
+    assert [histogram.features_per_step(f) for f in (5, 40, 63)] == [5, 20, 32]
 
 
 @pytest.mark.parametrize("n_rows", [300, 299])

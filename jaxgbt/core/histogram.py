@@ -7,30 +7,43 @@ import jax
 import jax.numpy as jnp
 
 # Features summed per step of a ``lax.scan`` over features. Within a step each feature
-# is its own segment_sum, so the CPU runtime runs the step's features side by side on
-# its thread pool. Each scatter's segment ids are an int32 array of N rows that XLA
-# materializes, and the scatters of one step may run at once, so their buffers cannot be
-# shared: one feature per core per step keeps those ids small in about the same time per
-# tree. It also keeps the program small: every scatter of a step is compiled on its own,
-# and with up to 32 of them in each of a tree's three level sizes, compilation took
-# seconds (docs/benchmarks.md, "Wide data"). Few rows go through one scatter instead
-# (ONE_SCATTER_MAX_ROWS). Accelerators run one scatter at a time whatever the step.
+# is its own segment_sum, and XLA:CPU's runtime runs a step's scatters side by side on
+# its thread pool only when the step holds enough of them: with two features a step
+# (one per core on 2 cores), fits of 20,000 to 1,000,000 rows kept 1.3-1.5 of the 2
+# cores busy; with 14 to 16, 1.6-1.9, and took 12-30% less time; 8 a step gained
+# nothing, and all 28 of 28 features less than two steps of 14 (docs/benchmarks.md,
+# "Sixteen features a step"). Each scatter's segment ids are an int32 array of a block
+# of rows that XLA materializes, so a step holds up to 16 MB of them (CPU_ROWS_PER_BLOCK
+# rows); before the row blocks, steps of all 28 features held 112 MB at 1,000,000 rows.
+# Every scatter of a step is compiled on its own, so the step also bounds the program.
+# Few rows go through one scatter instead (ONE_SCATTER_MAX_ROWS). Accelerators run one
+# scatter at a time whatever the step.
 MAX_FEATURES_PER_STEP = 32
+CPU_MIN_FEATURES_PER_STEP = 16
 
 
-def features_per_step(n_features: int) -> int:
-    """Features one step of the histogram's scan sums, for the default backend: all of
-    them (up to ``MAX_FEATURES_PER_STEP``) on accelerators, one per core on CPU."""
-    all_features = min(n_features, MAX_FEATURES_PER_STEP)
-    if jax.default_backend() != "cpu":
-        return all_features
-    return max(1, min(os.cpu_count() or 1, all_features))
+def features_per_step(n_features: int, sharded: bool = False) -> int:
+    """Features one step of the histogram's scan sums, for the default backend: up to
+    ``MAX_FEATURES_PER_STEP`` on accelerators; on CPU up to one per core, and at least
+    ``CPU_MIN_FEATURES_PER_STEP`` unless the rows are ``sharded`` over a mesh of CPU
+    devices, where every core already runs a device's program (1,000,000 x 28 rows on
+    two devices: 0.079 s per tree with one feature per core a step, 0.084 with 14). The
+    features are spread evenly over the fewest steps, so that the last step repeats as
+    few features as it can."""
+    most = MAX_FEATURES_PER_STEP
+    if jax.default_backend() == "cpu":
+        most = min(os.cpu_count() or 1, most)
+        if not sharded:
+            most = max(CPU_MIN_FEATURES_PER_STEP, most)
+    n_steps = -(-max(n_features, 1) // most)
+    return -(-max(n_features, 1) // n_steps)
 
 
 # On CPU the rows are summed in blocks of at most this many, every feature of a block
 # before the next block: each feature's scatter reads the block's g/h and node ids again,
-# and for a block this size (about 6 MB with two features' ids) they are still in the
-# cache; over all rows at once they come from memory (docs/benchmarks.md).
+# and for a block this size (3 MB, and 1 MB of segment ids per feature of a step) they
+# are still in the cache; over all rows at once they come from memory
+# (docs/benchmarks.md).
 CPU_ROWS_PER_BLOCK = 2**18
 
 
@@ -66,7 +79,7 @@ def _one_scatter(bins: jax.Array, node: jax.Array, gh: jax.Array, n_nodes: int,
 
 
 def _add_block(hist: jax.Array, bins: jax.Array, first_row, node_offset: jax.Array,
-               gh: jax.Array) -> jax.Array:
+               gh: jax.Array, step: int) -> jax.Array:
     """``hist`` plus the sums of g and h of one block of rows, per feature and segment.
 
     Args:
@@ -76,11 +89,12 @@ def _add_block(hist: jax.Array, bins: jax.Array, first_row, node_offset: jax.Arr
       first_row: i32[] or int, the block's first row.
       node_offset: i32[R], each row's node times B (its first segment).
       gh: f32[R, C], the weighted g and h of the block's rows (C = 2K).
+      step: features per step (``features_per_step``; static).
 
     Returns:
       f32[F, S, C].
 
-    Features go in steps of ``features_per_step``: within a step each feature is its own
+    Features go in steps of ``step``: within a step each feature is its own
     segment_sum, and each feature's output (S * C floats) is small enough to stay in
     cache while the rows stream through it.
     """
@@ -95,7 +109,6 @@ def _add_block(hist: jax.Array, bins: jax.Array, first_row, node_offset: jax.Arr
             for column in columns
         ])
 
-    step = features_per_step(n_features)
     n_steps = -(-n_features // step)
     if n_steps == 1:
         return hist + sums(list(jax.lax.dynamic_slice_in_dim(bins, first_row, n_rows, axis=1)))
@@ -115,7 +128,7 @@ def _add_block(hist: jax.Array, bins: jax.Array, first_row, node_offset: jax.Arr
 
 
 def build_histogram(bins: jax.Array, node: jax.Array, gh: jax.Array, n_nodes: int,
-                    n_bins: int) -> jax.Array:
+                    n_bins: int, sharded: bool = False) -> jax.Array:
     """Sums of g and h per feature, node and bin.
 
     Args:
@@ -124,6 +137,8 @@ def build_histogram(bins: jax.Array, node: jax.Array, gh: jax.Array, n_nodes: in
       gh: f32[N, C], the weighted g and h of each row side by side (C = 2K).
       n_nodes: number of nodes the histogram holds (static).
       n_bins: B (static).
+      sharded: whether the rows are split over a mesh of devices (``features_per_step``;
+        static).
 
     Returns:
       f32[F, n_nodes, B, C].
@@ -144,12 +159,13 @@ def build_histogram(bins: jax.Array, node: jax.Array, gh: jax.Array, n_nodes: in
             n_features, n_nodes, n_bins, n_columns)
     empty = jnp.zeros((n_features, n_nodes * n_bins, n_columns), gh.dtype)
     block = rows_per_block(n_rows)
+    step = features_per_step(n_features, sharded)
     if block == n_rows and n_rows % 2 == 1 and n_rows > 1:
-        hist = _add_block(empty, bins, 0, node[:-1] * n_bins, gh[:-1])
+        hist = _add_block(empty, bins, 0, node[:-1] * n_bins, gh[:-1], step)
         last_segment = node[-1] * n_bins + bins[:, -1].astype(jnp.int32)
         hist = hist.at[jnp.arange(n_features), last_segment].add(gh[-1])
     elif block == n_rows:
-        hist = _add_block(empty, bins, 0, node * n_bins, gh)
+        hist = _add_block(empty, bins, 0, node * n_bins, gh, step)
     else:
         def one_block(hist, i):
             # The last block starts early enough to end at the last row; the rows it
@@ -159,7 +175,7 @@ def build_histogram(bins: jax.Array, node: jax.Array, gh: jax.Array, n_nodes: in
             block_gh = jnp.where(counted[:, None], 0.0,
                                  jax.lax.dynamic_slice_in_dim(gh, first, block)).astype(gh.dtype)
             offset = jax.lax.dynamic_slice_in_dim(node, first, block) * n_bins
-            return _add_block(hist, bins, first, offset, block_gh), None
+            return _add_block(hist, bins, first, offset, block_gh, step), None
 
         hist, _ = jax.lax.scan(one_block, empty, jnp.arange(-(-n_rows // block)))
     return hist.reshape(n_features, n_nodes, n_bins, n_columns)

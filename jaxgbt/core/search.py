@@ -126,7 +126,7 @@ def _search_group(group: FeatureGroup, node: jax.Array, gh: jax.Array, n_nodes: 
            else jnp.asarray(group.features))
 
     def histogram(columns):
-        hist = build_histogram(columns, node, gh, n_nodes, n_bins)
+        hist = build_histogram(columns, node, gh, n_nodes, n_bins, axis_name is not None)
         return hist if axis_name is None else jax.lax.psum(hist, axis_name)
 
     if block == n_features:
