@@ -10,11 +10,12 @@ import jax.numpy as jnp
 # is its own segment_sum, and XLA:CPU's runtime runs a step's scatters side by side on
 # its thread pool only when the step holds enough of them: with two features a step
 # (one per core on 2 cores), fits of 20,000 to 1,000,000 rows kept 1.3-1.5 of the 2
-# cores busy; with 14 to 16, 1.6-1.9, and took 12-30% less time; 8 a step gained
+# cores busy; with 14 to 16, 1.6-1.9, and took 7-30% less time; 8 a step gained
 # nothing, and all 28 of 28 features less than two steps of 14 (docs/benchmarks.md,
 # "Sixteen features a step"). Each scatter's segment ids are an int32 array of a block
-# of rows that XLA materializes, so a step holds up to 16 MB of them (CPU_ROWS_PER_BLOCK
-# rows); before the row blocks, steps of all 28 features held 112 MB at 1,000,000 rows.
+# of rows that XLA materializes, so a step holds up to 1 MB of them per feature
+# (CPU_ROWS_PER_BLOCK rows); before the row blocks, steps of all 28 features held 112 MB
+# at 1,000,000 rows.
 # Every scatter of a step is compiled on its own, so the step also bounds the program.
 # Few rows go through one scatter instead (ONE_SCATTER_MAX_ROWS). Accelerators run one
 # scatter at a time whatever the step.
