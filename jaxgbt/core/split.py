@@ -598,9 +598,8 @@ def _searched(hist: jax.Array, params: SplitParams, search: _BlockSearch) -> Bes
     The directions are the iterations of a loop whose trip count is 1 or 2, so the
     search is compiled once (a branch for each count compiled it twice: about 0.2 s
     more of the first fit at 500 features, docs/benchmarks.md "Missing directions
-    scored in turn"); the prefix sums are
-    computed once, before it, and the two directions' winners are compared as one
-    argmax over both would (``better``).
+    scored in turn"); the prefix sums are computed once, before it, and the two
+    directions' winners are compared as one argmax over both would (``better``).
     """
     sums = _candidate_sums(hist, params)
     if hist.shape[0] * hist.shape[1] * hist.shape[2] < ONE_DIRECTION_MIN_CELLS:
