@@ -197,3 +197,54 @@ def test_sparse_histogram_matches_reference(n_outputs, slots):
         jax.tree.map(jnp.asarray, entries), jnp.asarray(node), jnp.asarray(gh, jnp.float32))
     assert_allclose(np.asarray(hist), expected, rtol=1e-5, atol=1e-5)
     assert_array_equal(np.asarray(hist)[:, 3], 0.0)
+
+
+@pytest.mark.parametrize("n_rows", [300, 299])
+def test_smaller_children_holds_each_nodes_smaller_child_in_row_order(n_rows):
+    from jaxgbt.core.histogram import smaller_children, smaller_children_slots
+
+    rng = np.random.default_rng(5)
+    n_nodes = 8
+    # Parent 0: 2 rows left, the rest right; parent 1 all left (its right child empty);
+    # parents 2 and 3 a random share each.
+    parent = rng.integers(0, 4, n_rows)
+    right = rng.random(n_rows) < np.array([0.9, 0.0, 0.3, 0.6])[parent]
+    node = (2 * parent + right).astype(np.int32)
+    gh = rng.normal(size=(n_rows, 6)).astype(np.float32)
+    smaller = jax.jit(smaller_children, static_argnums=2)(jnp.asarray(node), jnp.asarray(gh),
+                                                          n_nodes)
+    rows_in = np.bincount(node, minlength=n_nodes)
+    smaller_right = rows_in[1::2] < rows_in[0::2]
+    assert_array_equal(np.asarray(smaller.right), smaller_right)
+    expected = np.flatnonzero((node % 2 == 1) == smaller_right[node // 2])
+    n_slots = smaller_children_slots(n_rows)
+    assert n_slots % 2 == 0 and expected.size <= n_slots <= n_rows
+    rows = np.asarray(smaller.rows)
+    assert rows.shape == (n_slots,)
+    assert_array_equal(rows[:expected.size], expected)  # in row order
+    assert_array_equal(rows[expected.size:], np.arange(expected.size, n_slots))
+    assert_array_equal(np.asarray(smaller.parent), node[rows] // 2)
+    assert_array_equal(np.asarray(smaller.gh)[:expected.size], gh[expected])
+    assert_array_equal(np.asarray(smaller.gh)[expected.size:], 0.0)
+
+
+@pytest.mark.parametrize("n_outputs", [1, 3])
+def test_subtracted_histogram_matches_reference(n_outputs):
+    """A level's histogram from its parents' (themselves from their parents', as a
+    tree's third level is) equals the level's summed directly, bins left empty stay 0."""
+    from jaxgbt.core.histogram import smaller_children, subtracted_histogram
+
+    bins, _, gh = _inputs(n_outputs, seed=6)
+    rng = np.random.default_rng(7)
+    node = np.zeros(N_ROWS, np.int32)
+    level = jax.jit(lambda bins, node, gh, parent: subtracted_histogram(
+        bins, smaller_children(node, gh, 2 * parent.shape[1]), parent, N_BINS))
+    hist = reference.histogram(bins, node, gh, 1, N_BINS)
+    for n_nodes in (2, 4, 8):
+        node = 2 * node + (rng.random(N_ROWS) < 0.3 + 0.4 * (node % 2))
+        got = np.asarray(level(jnp.asarray(bins), jnp.asarray(node), jnp.asarray(gh, jnp.float32),
+                               jnp.asarray(hist, jnp.float32)))
+        expected = reference.histogram(bins, node, gh, n_nodes, N_BINS)
+        assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
+        assert_array_equal(got[0, :, 6:], 0.0)  # empty in the root: empty in every node
+        hist = got.astype(np.float64)

@@ -1,5 +1,7 @@
 """jaxgbt.core.tree.grow_tree and a fitted model's predictions against the NumPy reference."""
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -14,7 +16,7 @@ from jaxgbt.data.binning import apply_bins, compute_thresholds
 
 N_ROWS, N_FEATURES, N_BINS, DEPTH = 300, 5, 16, 3
 
-_grow = jax.jit(grow_tree, static_argnames=("depth", "n_bins", "axis_name"))
+_grow = jax.jit(grow_tree, static_argnames=("depth", "n_bins", "axis_name", "bin_groups"))
 
 
 def _features(seed: int = 0) -> np.ndarray:
@@ -178,3 +180,66 @@ def test_predict_in_row_blocks_equals_predict_per_small_batch(fitted):
     expected = np.concatenate([np.asarray(model.predict_raw(X_big[i:i + 5000]))
                                for i in range(0, n_rows, 5000)])
     assert_array_equal(np.asarray(model.predict_raw(X_big)), expected)
+
+
+_grow_by_subtraction = jax.jit(
+    functools.partial(grow_tree, subtraction=True),
+    static_argnames=("depth", "n_bins", "axis_name", "bin_groups"))
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_grow_tree_with_subtraction_matches_reference(case):
+    settings = dict(CASES[case])
+    bins, gh = _binned_problem(settings.pop("n_outputs"))
+    expected = reference.grow_tree(bins, gh, DEPTH, N_BINS, **settings)
+    with jax.enable_x64(True):
+        tree, leaf = _grow_by_subtraction(jnp.asarray(bins), jnp.asarray(gh, jnp.float64),
+                                          _split_params(settings, jnp.float64),
+                                          depth=DEPTH, n_bins=N_BINS)
+        tree, leaf = jax.tree.map(np.asarray, (tree, leaf))
+    _assert_same_tree(tree, leaf, expected, rtol=1e-10, atol=1e-12)
+
+
+def test_grow_tree_with_subtraction_grows_the_same_deep_trees():
+    """Depth 6 over 20 features of 256 bins: the levels' histograms come in three node
+    counts (``search_sizes``), kept and read across them; two groups of bins, three
+    outputs and missing values. The trees are those grown without subtraction."""
+    rng = np.random.default_rng(8)
+    n_rows, n_features, n_bins = 1000, 20, 256
+    X = rng.normal(size=(n_rows, n_features)).astype(np.float32)
+    X[rng.random(X.shape) < 0.05] = np.nan
+    bins = apply_bins(X, compute_thresholds(X, n_bins))
+    bins[:4] = np.where(bins[:4] == n_bins - 1, 15, np.minimum(bins[:4], 14))
+    x = np.nan_to_num(X, nan=0.5)
+    g = np.column_stack([x[:, 0] - x[:, 5], x[:, 6] * x[:, 7], np.sin(x[:, 8])])
+    gh = np.concatenate([g + 0.3 * rng.normal(size=g.shape),
+                         rng.uniform(0.2, 1.0, g.shape)], axis=1).astype(np.float32)
+    groups = ((16, (0, 1, 2, 3)), (n_bins, tuple(range(4, n_features))))
+    params = _split_params(dict(l2=1.0), jnp.float32)
+    args = (jnp.asarray(bins), jnp.asarray(gh), params)
+    with_subtraction = _grow_by_subtraction(*args, depth=6, n_bins=n_bins, bin_groups=groups)
+    without = _grow(*args, depth=6, n_bins=n_bins, bin_groups=groups)
+    (tree, leaf), (expected, expected_leaf) = with_subtraction, without
+    assert_array_equal(np.asarray(leaf), np.asarray(expected_leaf))
+    for field in ("feature", "split_bin", "default_left"):
+        assert_array_equal(np.asarray(getattr(tree, field)), np.asarray(getattr(expected, field)))
+    assert_allclose(np.asarray(tree.gain), np.asarray(expected.gain), rtol=1e-4)
+    assert_allclose(np.asarray(tree.leaf_value), np.asarray(expected.leaf_value), rtol=1e-6)
+    assert (np.asarray(tree.gain) > 0).all()  # every level splits
+
+
+def test_uses_subtraction_for_many_rows_and_outputs_on_one_device():
+    from jaxgbt.core.tree import search_sizes, uses_subtraction
+
+    sizes = search_sizes(6)
+    widths = ((256, None, None),)
+    sparse = ((16, np.arange(3), np.zeros(3, np.int32)),) + widths
+    enough = 6 * 32 * 256
+    assert uses_subtraction(enough, widths, 28, 6, sizes, 256, None)
+    assert not uses_subtraction(enough - 1, widths, 28, 6, sizes, 256, None)
+    assert not uses_subtraction(enough, widths, 28, 2, sizes, 256, None)  # binary
+    assert not uses_subtraction(enough, widths, 28, 6, sizes, 256, "rows")
+    assert not uses_subtraction(enough, sparse, 28, 6, sizes, 256, None)
+    assert not uses_subtraction(enough, widths, 28, 6, search_sizes(1), 256, None)
+    # 20,000 features: 20,000 x 16 x 256 x 6 floats carried is beyond the budget.
+    assert not uses_subtraction(enough, widths, 20_000, 6, sizes, 256, None)

@@ -21,7 +21,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxgbt.core.histogram import SparseEntries, build_histogram, build_sparse_histogram
+from jaxgbt.core.histogram import (
+    SmallerChildren,
+    SparseEntries,
+    build_histogram,
+    build_sparse_histogram,
+    subtracted_histogram,
+)
 from jaxgbt.core.split import Best, better, rank_of
 
 # Histogram bytes one block may hold. Narrow data stays one block (28 features, 32 nodes,
@@ -143,6 +149,81 @@ def _search_group(group: FeatureGroup, node: jax.Array, gh: jax.Array, n_nodes: 
     bests = jax.lax.map(one_block, jnp.arange(-(-n_features // block)))
     winner = jnp.argmax(rank_of(bests), axis=0)  # the first block holding the largest
     return jax.tree.map(lambda blocks: _pick(blocks, winner), bests)
+
+
+def search_level_subtracting(groups: list[FeatureGroup], node: jax.Array, gh: jax.Array,
+                             n_nodes: int, search, smaller: SmallerChildren,
+                             parents: tuple[jax.Array, ...], keep: bool,
+                             first_level: jax.Array | bool = False
+                             ) -> tuple[Best, tuple[jax.Array, ...]]:
+    """``search_level`` on one device with the histograms of the level above: each
+    dense group's histogram is its smaller children's, summed over their rows alone,
+    and their siblings' by subtraction (``histogram.subtracted_histogram``).
+
+    Args:
+      groups, node, gh, n_nodes, search: as ``search_level`` (dense groups only).
+      smaller: the level's ``histogram.SmallerChildren``.
+      parents: per group, f32[F_g, P, B_g, 2K], the level above's histograms (P node
+        slots, at least n_nodes / 2).
+      keep: whether to return this level's histograms for the level below (static).
+      first_level: bool[] where the level may be a tree's first, True when it is: its
+        histograms are then summed over every row (a ``lax.cond``), and ``parents``
+        and ``smaller`` unused. False (static) where it never is.
+
+    Returns:
+      The best candidate, and per group ``parents`` with this level's histograms in
+      its first min(n_nodes, P) node slots (``parents`` as given where not ``keep``).
+    """
+    bests, kept = [], []
+    for group, parent in zip(groups, parents, strict=True):
+        best, hist = _search_group_subtracting(group, node, gh, n_nodes, search, smaller,
+                                               parent, keep, first_level)
+        bests.append(best)
+        kept.append(hist)
+    return functools.reduce(better, bests), tuple(kept)
+
+
+def _search_group_subtracting(group: FeatureGroup, node, gh, n_nodes: int, search,
+                              smaller: SmallerChildren, parent: jax.Array,
+                              keep: bool, first_level: jax.Array | bool):
+    """``_search_group`` with subtraction, returning the kept histograms too."""
+    n_features, n_bins = group.columns.shape[0], group.n_bins
+    block = features_per_block(n_features, n_nodes, n_bins, gh.shape[1], False)
+    ids = (jnp.arange(n_features, dtype=jnp.int32) if group.features is None
+           else jnp.asarray(group.features))
+    n_kept = min(n_nodes, parent.shape[1])
+
+    def histogram(first, columns):
+        above = jax.lax.dynamic_slice_in_dim(parent, first, columns.shape[0], axis=0)
+        above = above[:, :n_nodes // 2]
+        if first_level is False:
+            return subtracted_histogram(columns, smaller, above, n_bins)
+        return jax.lax.cond(first_level,
+                            lambda c, a: build_histogram(c, node, gh, n_nodes, n_bins),
+                            lambda c, a: subtracted_histogram(c, smaller, a, n_bins),
+                            columns, above)
+
+    def kept_with(kept, first, hist):
+        if not keep:
+            return kept
+        return jax.lax.dynamic_update_slice_in_dim(kept, hist[:, :n_kept].astype(kept.dtype),
+                                                   first, axis=0)
+
+    if block == n_features:
+        hist = histogram(0, group.columns)
+        return search(hist, ids, jnp.ones(n_features, bool)), kept_with(parent, 0, hist)
+
+    def one_block(kept, i):
+        first = jnp.minimum(i * block, n_features - block)
+        columns = jax.lax.dynamic_slice_in_dim(group.columns, first, block, axis=0)
+        hist = histogram(first, columns)
+        best = search(hist, jax.lax.dynamic_slice_in_dim(ids, first, block),
+                      first + jnp.arange(block) >= i * block)
+        return kept_with(kept, first, hist), best
+
+    kept, bests = jax.lax.scan(one_block, parent, jnp.arange(-(-n_features // block)))
+    winner = jnp.argmax(rank_of(bests), axis=0)
+    return jax.tree.map(lambda blocks: _pick(blocks, winner), bests), kept
 
 
 def _pick(blocks: jax.Array, winner: jax.Array) -> jax.Array:

@@ -28,8 +28,13 @@ import numpy as np
 
 from jaxgbt.core.config import ScoreFunction
 from jaxgbt.core.constraints import allowed_after, enforce_monotone, split_bounds
-from jaxgbt.core.histogram import with_gradients
-from jaxgbt.core.search import FeatureGroup, feature_groups, search_level
+from jaxgbt.core.histogram import smaller_children, with_gradients
+from jaxgbt.core.search import (
+    FeatureGroup,
+    feature_groups,
+    search_level,
+    search_level_subtracting,
+)
 from jaxgbt.core.split import (
     Best,
     LevelSplit,
@@ -84,6 +89,23 @@ def _search_level_of(n_nodes: int, n_bins: int, axis_name, widths, score_functio
                             score_function),
                         axis_name)
     return split_of(best, n_bins - 1, params)
+
+
+def _search_level_subtracting_of(n_nodes: int, n_bins: int, widths, score_function,
+                                 has_first: bool, keep: bool, columns, node, gh,
+                                 params: SplitParams, allowed, parents, level):
+    """``_search_level_of`` with histogram subtraction (``uses_subtraction``): also
+    takes the level above's histograms and returns this level's (when ``keep``).
+    ``has_first``: the branch also searches a tree's first level, which has no level
+    above (static)."""
+    params = _with_row_counts(params, node, gh, n_nodes, None)
+    best, parents = search_level_subtracting(
+        _groups(widths, columns), node, gh, n_nodes,
+        lambda hist, features, counted: best_level_candidate(
+            hist, features, counted, params, allowed, n_bins - 1, score_function),
+        smaller_children(node, gh, n_nodes), parents, keep,
+        level == 0 if has_first else False)
+    return split_of(best, n_bins - 1, params), parents
 
 
 def _with_row_counts(params: SplitParams, node, gh, n_nodes: int, axis_name) -> SplitParams:
@@ -164,12 +186,50 @@ def _psum(x, axis_name):
     return x if axis_name is None else jax.lax.psum(x, axis_name)
 
 
+# Histogram subtraction (LightGBM's): below the first level only each node's smaller
+# child's rows are summed, gathered out of the others, and its sibling's sums are the
+# parent's less its own, carried from level to level. It halves the scatter updates,
+# but costs a prefix sum and gathers of the smaller children's rows at every level, a
+# read of the parents' histograms and a write of the level's (memory, where the
+# histograms are large against the rows), and about 0.8 s more compilation. It paid
+# with three or more outputs (six g/h columns a row, 1.75 ns per row and feature
+# scattered against 0.7 for two) and rows enough per histogram cell of the deepest
+# level; with two columns it was as slow or slower (docs/benchmarks.md, "Histogram
+# subtraction").
+SUBTRACTION_MIN_COLUMNS = 6
+SUBTRACTION_MIN_ROWS_PER_CELL = 6
+SUBTRACTION_MAX_BYTES = 2**28
+
+
+def can_subtract(widths, sizes: list[int], axis_name) -> bool:
+    """Whether a tree can be grown with histogram subtraction: on one device, over
+    dense features (``_split_groups``'s widths: no sparse group), below a first level."""
+    return axis_name is None and len(sizes) >= 2 and all(
+        zero_bins is None for _, _, zero_bins in widths)
+
+
+def uses_subtraction(n_rows: int, widths, n_features: int, n_columns: int,
+                     sizes: list[int], n_bins: int, axis_name) -> bool:
+    """Whether ``grow_tree`` grows with histogram subtraction by default: where it can
+    (``can_subtract``), on CPU, with at least ``SUBTRACTION_MIN_COLUMNS`` g/h columns
+    and ``SUBTRACTION_MIN_ROWS_PER_CELL`` rows per (node, bin) of the deepest level, and
+    the carried histograms within ``SUBTRACTION_MAX_BYTES``. (Not yet measured on
+    accelerators.)"""
+    if (not can_subtract(widths, sizes, axis_name) or jax.default_backend() != "cpu"
+            or n_columns < SUBTRACTION_MIN_COLUMNS
+            or n_rows < SUBTRACTION_MIN_ROWS_PER_CELL * sizes[-1] * n_bins):
+        return False
+    carried = sum((n_features if features is None else features.size) * width
+                  for width, features, _ in widths) * (sizes[-1] // 2) * n_columns * 4
+    return carried <= SUBTRACTION_MAX_BYTES
+
+
 def grow_tree(bins: jax.Array, gh: jax.Array, params: SplitParams, depth: int, n_bins: int,
               axis_name: str | None = None, level_allowed: jax.Array | None = None,
               interaction_sets: jax.Array | None = None,
               monotone: jax.Array | None = None,
               bin_groups=None, sparse_group=None, entries=None,
-              score_function: ScoreFunction = "l2"
+              score_function: ScoreFunction = "l2", subtraction: bool | None = None
               ) -> tuple[BinnedTree, jax.Array]:
     """Grows one oblivious tree.
 
@@ -193,6 +253,8 @@ def grow_tree(bins: jax.Array, gh: jax.Array, params: SplitParams, depth: int, n
       entries: those entries (``histogram.SparseEntries``), with ``sparse_group``.
       score_function: what candidates are ranked by, "l2" (the gain) or "cosine"
         (``split.cosine_scores``; static).
+      subtraction: whether to build the levels' histograms by subtraction where it can
+        (``can_subtract``; static); None: where ``uses_subtraction`` finds it pays.
 
     Returns:
       The tree, and each row's leaf id i32[N].
@@ -202,6 +264,11 @@ def grow_tree(bins: jax.Array, gh: jax.Array, params: SplitParams, depth: int, n
     ``lax.switch``, each branch compiled for its size), which halves their cost summed
     over a tree; small searches hold the deepest level's nodes at every level, one
     branch to compile, and large ones round up to an eighth (four branches).
+
+    With histogram subtraction (``uses_subtraction``) the scan also carries the level
+    above's histograms, f32[F_g, 2**(D-2), B_g, 2K] per group of features, and each
+    level below the first sums only its nodes' smaller children's rows
+    (``search.search_level_subtracting``).
     """
     n_features, n_rows = bins.shape
     n_outputs = gh.shape[1] // 2
@@ -209,29 +276,53 @@ def grow_tree(bins: jax.Array, gh: jax.Array, params: SplitParams, depth: int, n
     widths, columns = _split_groups(feature_groups(
         bins, n_bins, bin_groups, sparse_group, entries and with_gradients(entries, gh)))
     sizes = search_sizes(depth, _search_cells(widths, n_features, axis_name), n_outputs)
-    searches = [functools.partial(_search_level_of, size, n_bins, axis_name, widths,
-                                  score_function)
-                for size in sorted(set(sizes))]
-    branch = jnp.asarray([sorted(set(sizes)).index(size) for size in sizes], jnp.int32)
+    if subtraction is None:
+        subtract = uses_subtraction(n_rows, widths, n_features, gh.shape[1], sizes, n_bins,
+                                    axis_name)
+    else:
+        subtract = subtraction and can_subtract(widths, sizes, axis_name)
+    if subtract:
+        sizes = [max(size, 2) for size in sizes]  # every node slot has a sibling
+    distinct = sorted(set(sizes))
+    branch = [distinct.index(size) for size in sizes]
+    if subtract:
+        # The deepest level's histograms are not kept, unless its size is shared.
+        searches = [functools.partial(_search_level_subtracting_of, size, n_bins, widths,
+                                      score_function, size == sizes[0],
+                                      size < sizes[-1] or sizes.count(size) > 1)
+                    for size in distinct]
+        parents = tuple(jnp.zeros((group.shape[0], sizes[-1] // 2, width, gh.shape[1]),
+                                  gh.dtype)
+                        for (width, _, _), group in zip(widths, columns, strict=True))
+    else:
+        searches = [functools.partial(_search_level_of, size, n_bins, axis_name, widths,
+                                      score_function)
+                    for size in distinct]
+        parents = ()
+    branch = jnp.asarray(branch, jnp.int32)
 
     constrained = interaction_sets is not None or monotone is not None
 
     def level(carry, inputs):
-        node, used = carry
+        node, used, parents = carry
         d, allowed = inputs
         if constrained:
             allowed = allowed & allowed_after(used, interaction_sets, monotone)
-        split = jax.lax.switch(branch[d], searches, columns, node, gh,
-                               _level_params(params, d), allowed)
+        if subtract:
+            split, parents = jax.lax.switch(branch[d], searches, columns, node, gh,
+                                            _level_params(params, d), allowed, parents, d)
+        else:
+            split = jax.lax.switch(branch[d], searches, columns, node, gh,
+                                   _level_params(params, d), allowed)
         column = jax.lax.dynamic_index_in_dim(bins, split.feature, axis=0, keepdims=False)
         right = goes_right(column, split.split_bin, split.default_left, n_bins - 1)
         used = used.at[split.feature].set(used[split.feature] | (split.gain > 0))
-        return (2 * node + right.astype(jnp.int32), used), split
+        return (2 * node + right.astype(jnp.int32), used, parents), split
 
     if level_allowed is None:
         level_allowed = jnp.ones((depth, n_features), bool)
-    (leaf, _), splits = jax.lax.scan(
-        level, (jnp.zeros(n_rows, jnp.int32), jnp.zeros(n_features, bool)),
+    (leaf, _, _), splits = jax.lax.scan(
+        level, (jnp.zeros(n_rows, jnp.int32), jnp.zeros(n_features, bool), parents),
         (jnp.arange(depth), level_allowed))
     sums = _psum(jax.ops.segment_sum(gh, leaf, num_segments=2**depth), axis_name)
     leaf_value = leaf_weight(sums[:, :n_outputs], sums[:, n_outputs:], params)
