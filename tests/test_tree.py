@@ -91,14 +91,22 @@ def test_grow_tree_matches_reference_float32(case):
     _assert_same_tree(tree, leaf, expected, rtol=1e-5, atol=1e-5)
 
 
+_grow_by_subtraction = jax.jit(
+    functools.partial(grow_tree, subtraction=True),
+    static_argnames=("depth", "n_bins", "axis_name", "bin_groups"))
+
+
 @pytest.mark.parametrize("case", list(CASES))
-def test_grow_tree_matches_reference_float64(case):
+@pytest.mark.parametrize("subtraction", [False, True])
+def test_grow_tree_matches_reference_float64(case, subtraction):
+    """Also with the histograms of the levels below the first by subtraction."""
     settings = dict(CASES[case])
     bins, gh = _binned_problem(settings.pop("n_outputs"))
     expected = reference.grow_tree(bins, gh, DEPTH, N_BINS, **settings)
+    grow = _grow_by_subtraction if subtraction else _grow
     with jax.enable_x64(True):
-        tree, leaf = _grow(jnp.asarray(bins), jnp.asarray(gh, jnp.float64),
-                           _split_params(settings, jnp.float64), depth=DEPTH, n_bins=N_BINS)
+        tree, leaf = grow(jnp.asarray(bins), jnp.asarray(gh, jnp.float64),
+                          _split_params(settings, jnp.float64), depth=DEPTH, n_bins=N_BINS)
         assert tree.leaf_value.dtype == jnp.float64
         tree, leaf = jax.tree.map(np.asarray, (tree, leaf))
     _assert_same_tree(tree, leaf, expected, rtol=1e-10, atol=1e-12)
@@ -182,24 +190,6 @@ def test_predict_in_row_blocks_equals_predict_per_small_batch(fitted):
     assert_array_equal(np.asarray(model.predict_raw(X_big)), expected)
 
 
-_grow_by_subtraction = jax.jit(
-    functools.partial(grow_tree, subtraction=True),
-    static_argnames=("depth", "n_bins", "axis_name", "bin_groups"))
-
-
-@pytest.mark.parametrize("case", list(CASES))
-def test_grow_tree_with_subtraction_matches_reference(case):
-    settings = dict(CASES[case])
-    bins, gh = _binned_problem(settings.pop("n_outputs"))
-    expected = reference.grow_tree(bins, gh, DEPTH, N_BINS, **settings)
-    with jax.enable_x64(True):
-        tree, leaf = _grow_by_subtraction(jnp.asarray(bins), jnp.asarray(gh, jnp.float64),
-                                          _split_params(settings, jnp.float64),
-                                          depth=DEPTH, n_bins=N_BINS)
-        tree, leaf = jax.tree.map(np.asarray, (tree, leaf))
-    _assert_same_tree(tree, leaf, expected, rtol=1e-10, atol=1e-12)
-
-
 def test_grow_tree_with_subtraction_grows_the_same_deep_trees():
     """Depth 6 over 20 features of 256 bins: the levels' histograms come in three node
     counts (``search_sizes``), kept and read across them; two groups of bins, three
@@ -234,7 +224,7 @@ def test_uses_subtraction_for_many_rows_and_outputs_on_one_device():
     sizes = search_sizes(6)
     widths = ((256, None, None),)
     sparse = ((16, np.arange(3), np.zeros(3, np.int32)),) + widths
-    enough = 6 * 32 * 256
+    enough = 16 * 32 * 256
     assert uses_subtraction(enough, widths, 28, 6, sizes, 256, None)
     assert not uses_subtraction(enough - 1, widths, 28, 6, sizes, 256, None)
     assert not uses_subtraction(enough, widths, 28, 2, sizes, 256, None)  # binary

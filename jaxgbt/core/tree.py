@@ -197,7 +197,7 @@ def _psum(x, axis_name):
 # level; with two columns it was as slow or slower (docs/benchmarks.md, "Histogram
 # subtraction").
 SUBTRACTION_MIN_COLUMNS = 6
-SUBTRACTION_MIN_ROWS_PER_CELL = 6
+SUBTRACTION_MIN_ROWS_PER_CELL = 16
 SUBTRACTION_MAX_BYTES = 2**28
 
 
