@@ -7,6 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 import reference
+from conftest import two_devices
 from numpy.testing import assert_allclose, assert_array_equal
 
 import jaxgbt
@@ -218,18 +219,45 @@ def test_grow_tree_with_subtraction_grows_the_same_deep_trees():
     assert (np.asarray(tree.gain) > 0).all()  # every level splits
 
 
-def test_uses_subtraction_for_many_rows_and_outputs_on_one_device():
+@two_devices
+def test_grow_tree_with_subtraction_under_a_mesh_grows_the_same_trees():
+    """Rows split over two devices, each subtracting its own rows' histograms (its own
+    smaller children): the same tree as without subtraction."""
+    from jax.sharding import Mesh
+    from jax.sharding import PartitionSpec as P
+
+    bins, gh = _binned_problem(n_outputs=2, seed=5)
+    gh[:N_ROWS // 2, :2] *= 0.01  # the first device's rows alone would split elsewhere
+    mesh = Mesh(np.asarray(jax.devices()[:2]), ("rows",))
+    params = _split_params(dict(l2=1.0), jnp.float32)
+
+    def grown(subtraction):
+        grow = functools.partial(grow_tree, depth=5, n_bins=N_BINS, axis_name="rows",
+                                 subtraction=subtraction)
+        return jax.jit(jax.shard_map(
+            lambda b, g: grow(b, g, params), mesh=mesh, in_specs=(P(None, "rows"), P("rows")),
+            out_specs=(P(), P("rows")), check_vma=False))(jnp.asarray(bins),
+                                                         jnp.asarray(gh, jnp.float32))
+
+    (tree, leaf), (expected, expected_leaf) = grown(True), grown(False)
+    assert_array_equal(np.asarray(leaf), np.asarray(expected_leaf))
+    for field in ("feature", "split_bin", "default_left"):
+        assert_array_equal(np.asarray(getattr(tree, field)), np.asarray(getattr(expected, field)))
+    assert_allclose(np.asarray(tree.leaf_value), np.asarray(expected.leaf_value), rtol=1e-6)
+    assert (np.asarray(tree.gain) > 0).all()
+
+
+def test_uses_subtraction_for_many_rows_and_outputs():
     from jaxgbt.core.tree import search_sizes, uses_subtraction
 
     sizes = search_sizes(6)
     widths = ((256, None, None),)
     sparse = ((16, np.arange(3), np.zeros(3, np.int32)),) + widths
     enough = 16 * 32 * 256
-    assert uses_subtraction(enough, widths, 28, 6, sizes, 256, None)
-    assert not uses_subtraction(enough - 1, widths, 28, 6, sizes, 256, None)
-    assert not uses_subtraction(enough, widths, 28, 2, sizes, 256, None)  # binary
-    assert not uses_subtraction(enough, widths, 28, 6, sizes, 256, "rows")
-    assert not uses_subtraction(enough, sparse, 28, 6, sizes, 256, None)
-    assert not uses_subtraction(enough, widths, 28, 6, search_sizes(1), 256, None)
+    assert uses_subtraction(enough, widths, 28, 6, sizes, 256)
+    assert not uses_subtraction(enough - 1, widths, 28, 6, sizes, 256)
+    assert not uses_subtraction(enough, widths, 28, 2, sizes, 256)  # binary
+    assert not uses_subtraction(enough, sparse, 28, 6, sizes, 256)
+    assert not uses_subtraction(enough, widths, 28, 6, search_sizes(1), 256)
     # 20,000 features: 20,000 x 16 x 256 x 6 floats carried is beyond the budget.
-    assert not uses_subtraction(enough, widths, 20_000, 6, sizes, 256, None)
+    assert not uses_subtraction(enough, widths, 20_000, 6, sizes, 256)

@@ -241,7 +241,7 @@ def smaller_children(node: jax.Array, gh: jax.Array, n_nodes: int) -> SmallerChi
 
 
 def subtracted_histogram(bins: jax.Array, smaller: SmallerChildren, parent_hist: jax.Array,
-                         n_bins: int) -> jax.Array:
+                         n_bins: int, sharded: bool = False) -> jax.Array:
     """A level's sums of g and h from its parents': the smaller children's summed,
     their siblings' their parent's less theirs.
 
@@ -250,6 +250,8 @@ def subtracted_histogram(bins: jax.Array, smaller: SmallerChildren, parent_hist:
       smaller: the level's ``SmallerChildren``.
       parent_hist: f32[F, P, B, C], the level above's sums (``build_histogram``'s).
       n_bins: B (static).
+      sharded: as ``build_histogram`` (static). Under a mesh each device subtracts
+        its own rows' sums, its smaller children chosen by its own rows.
 
     Returns:
       f32[F, 2P, B, C], ``build_histogram`` of the level's 2P nodes up to float
@@ -260,7 +262,7 @@ def subtracted_histogram(bins: jax.Array, smaller: SmallerChildren, parent_hist:
     """
     n_parents = parent_hist.shape[1]
     columns = jnp.take(bins, smaller.rows, axis=1)
-    small = build_histogram(columns, smaller.parent, smaller.gh, n_parents, n_bins)
+    small = build_histogram(columns, smaller.parent, smaller.gh, n_parents, n_bins, sharded)
     sibling = parent_hist - small
     right = smaller.right[None, :, None, None]
     left_child = jnp.where(right, sibling, small)

@@ -154,11 +154,14 @@ def _search_group(group: FeatureGroup, node: jax.Array, gh: jax.Array, n_nodes: 
 def search_level_subtracting(groups: list[FeatureGroup], node: jax.Array, gh: jax.Array,
                              n_nodes: int, search, smaller: SmallerChildren,
                              parents: tuple[jax.Array, ...], keep: bool,
-                             first_level: jax.Array | bool = False
+                             first_level: jax.Array | bool = False,
+                             axis_name: str | None = None
                              ) -> tuple[Best, tuple[jax.Array, ...]]:
-    """``search_level`` on one device with the histograms of the level above: each
-    dense group's histogram is its smaller children's, summed over their rows alone,
-    and their siblings' by subtraction (``histogram.subtracted_histogram``).
+    """``search_level`` with the histograms of the level above: each dense group's
+    histogram is its smaller children's, summed over their rows alone, and their
+    siblings' by subtraction (``histogram.subtracted_histogram``). Under a mesh
+    (``axis_name``) every device keeps and subtracts its own rows' histograms, and the
+    search sees their sum.
 
     Args:
       groups, node, gh, n_nodes, search: as ``search_level`` (dense groups only).
@@ -169,6 +172,7 @@ def search_level_subtracting(groups: list[FeatureGroup], node: jax.Array, gh: ja
       first_level: bool[] where the level may be a tree's first, True when it is: its
         histograms are then summed over every row (a ``lax.cond``), and ``parents``
         and ``smaller`` unused. False (static) where it never is.
+      axis_name: as ``search_level``.
 
     Returns:
       The best candidate, and per group ``parents`` with this level's histograms in
@@ -177,7 +181,7 @@ def search_level_subtracting(groups: list[FeatureGroup], node: jax.Array, gh: ja
     bests, kept = [], []
     for group, parent in zip(groups, parents, strict=True):
         best, hist = _search_group_subtracting(group, node, gh, n_nodes, search, smaller,
-                                               parent, keep, first_level)
+                                               parent, keep, first_level, axis_name)
         bests.append(best)
         kept.append(hist)
     return functools.reduce(better, bests), tuple(kept)
@@ -185,10 +189,11 @@ def search_level_subtracting(groups: list[FeatureGroup], node: jax.Array, gh: ja
 
 def _search_group_subtracting(group: FeatureGroup, node, gh, n_nodes: int, search,
                               smaller: SmallerChildren, parent: jax.Array,
-                              keep: bool, first_level: jax.Array | bool):
+                              keep: bool, first_level: jax.Array | bool, axis_name):
     """``_search_group`` with subtraction, returning the kept histograms too."""
     n_features, n_bins = group.columns.shape[0], group.n_bins
-    block = features_per_block(n_features, n_nodes, n_bins, gh.shape[1], False)
+    sharded = axis_name is not None
+    block = features_per_block(n_features, n_nodes, n_bins, gh.shape[1], sharded)
     ids = (jnp.arange(n_features, dtype=jnp.int32) if group.features is None
            else jnp.asarray(group.features))
     n_kept = min(n_nodes, parent.shape[1])
@@ -197,11 +202,14 @@ def _search_group_subtracting(group: FeatureGroup, node, gh, n_nodes: int, searc
         above = jax.lax.dynamic_slice_in_dim(parent, first, columns.shape[0], axis=0)
         above = above[:, :n_nodes // 2]
         if first_level is False:
-            return subtracted_histogram(columns, smaller, above, n_bins)
+            return subtracted_histogram(columns, smaller, above, n_bins, sharded)
         return jax.lax.cond(first_level,
-                            lambda c, a: build_histogram(c, node, gh, n_nodes, n_bins),
-                            lambda c, a: subtracted_histogram(c, smaller, a, n_bins),
+                            lambda c, a: build_histogram(c, node, gh, n_nodes, n_bins, sharded),
+                            lambda c, a: subtracted_histogram(c, smaller, a, n_bins, sharded),
                             columns, above)
+
+    def summed(hist):
+        return hist if axis_name is None else jax.lax.psum(hist, axis_name)
 
     def kept_with(kept, first, hist):
         if not keep:
@@ -211,13 +219,14 @@ def _search_group_subtracting(group: FeatureGroup, node, gh, n_nodes: int, searc
 
     if block == n_features:
         hist = histogram(0, group.columns)
-        return search(hist, ids, jnp.ones(n_features, bool)), kept_with(parent, 0, hist)
+        return (search(summed(hist), ids, jnp.ones(n_features, bool)),
+                kept_with(parent, 0, hist))
 
     def one_block(kept, i):
         first = jnp.minimum(i * block, n_features - block)
         columns = jax.lax.dynamic_slice_in_dim(group.columns, first, block, axis=0)
         hist = histogram(first, columns)
-        best = search(hist, jax.lax.dynamic_slice_in_dim(ids, first, block),
+        best = search(summed(hist), jax.lax.dynamic_slice_in_dim(ids, first, block),
                       first + jnp.arange(block) >= i * block)
         return kept_with(kept, first, hist), best
 

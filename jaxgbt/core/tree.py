@@ -91,20 +91,20 @@ def _search_level_of(n_nodes: int, n_bins: int, axis_name, widths, score_functio
     return split_of(best, n_bins - 1, params)
 
 
-def _search_level_subtracting_of(n_nodes: int, n_bins: int, widths, score_function,
-                                 has_first: bool, keep: bool, columns, node, gh,
-                                 params: SplitParams, allowed, parents, level):
+def _search_level_subtracting_of(n_nodes: int, n_bins: int, axis_name, widths,
+                                 score_function, has_first: bool, keep: bool, columns, node,
+                                 gh, params: SplitParams, allowed, parents, level):
     """``_search_level_of`` with histogram subtraction (``uses_subtraction``): also
     takes the level above's histograms and returns this level's (when ``keep``).
     ``has_first``: the branch also searches a tree's first level, which has no level
     above (static)."""
-    params = _with_row_counts(params, node, gh, n_nodes, None)
+    params = _with_row_counts(params, node, gh, n_nodes, axis_name)
     best, parents = search_level_subtracting(
         _groups(widths, columns), node, gh, n_nodes,
         lambda hist, features, counted: best_level_candidate(
             hist, features, counted, params, allowed, n_bins - 1, score_function),
         smaller_children(node, gh, n_nodes), parents, keep,
-        level == 0 if has_first else False)
+        level == 0 if has_first else False, axis_name)
     return split_of(best, n_bins - 1, params), parents
 
 
@@ -195,27 +195,26 @@ def _psum(x, axis_name):
 # with three or more outputs (six g/h columns a row, 1.75 ns per row and feature
 # scattered against 0.7 for two) and rows enough per histogram cell of the deepest
 # level; with two columns it was as slow or slower (docs/benchmarks.md, "Histogram
-# subtraction").
+# subtraction"). Under a mesh each device subtracts its own rows' histograms.
 SUBTRACTION_MIN_COLUMNS = 6
 SUBTRACTION_MIN_ROWS_PER_CELL = 16
 SUBTRACTION_MAX_BYTES = 2**28
 
 
-def can_subtract(widths, sizes: list[int], axis_name) -> bool:
-    """Whether a tree can be grown with histogram subtraction: on one device, over
-    dense features (``_split_groups``'s widths: no sparse group), below a first level."""
-    return axis_name is None and len(sizes) >= 2 and all(
-        zero_bins is None for _, _, zero_bins in widths)
+def can_subtract(widths, sizes: list[int]) -> bool:
+    """Whether a tree can be grown with histogram subtraction: over dense features
+    (``_split_groups``'s widths: no sparse group), below a first level."""
+    return len(sizes) >= 2 and all(zero_bins is None for _, _, zero_bins in widths)
 
 
 def uses_subtraction(n_rows: int, widths, n_features: int, n_columns: int,
-                     sizes: list[int], n_bins: int, axis_name) -> bool:
+                     sizes: list[int], n_bins: int) -> bool:
     """Whether ``grow_tree`` grows with histogram subtraction by default: where it can
     (``can_subtract``), on CPU, with at least ``SUBTRACTION_MIN_COLUMNS`` g/h columns
-    and ``SUBTRACTION_MIN_ROWS_PER_CELL`` rows per (node, bin) of the deepest level, and
-    the carried histograms within ``SUBTRACTION_MAX_BYTES``. (Not yet measured on
-    accelerators.)"""
-    if (not can_subtract(widths, sizes, axis_name) or jax.default_backend() != "cpu"
+    and ``SUBTRACTION_MIN_ROWS_PER_CELL`` rows per (node, bin) of the deepest level
+    (``n_rows``: a device's, under a mesh), and the carried histograms within
+    ``SUBTRACTION_MAX_BYTES``. (Not yet measured on accelerators.)"""
+    if (not can_subtract(widths, sizes) or jax.default_backend() != "cpu"
             or n_columns < SUBTRACTION_MIN_COLUMNS
             or n_rows < SUBTRACTION_MIN_ROWS_PER_CELL * sizes[-1] * n_bins):
         return False
@@ -277,18 +276,17 @@ def grow_tree(bins: jax.Array, gh: jax.Array, params: SplitParams, depth: int, n
         bins, n_bins, bin_groups, sparse_group, entries and with_gradients(entries, gh)))
     sizes = search_sizes(depth, _search_cells(widths, n_features, axis_name), n_outputs)
     if subtraction is None:
-        subtract = uses_subtraction(n_rows, widths, n_features, gh.shape[1], sizes, n_bins,
-                                    axis_name)
+        subtract = uses_subtraction(n_rows, widths, n_features, gh.shape[1], sizes, n_bins)
     else:
-        subtract = subtraction and can_subtract(widths, sizes, axis_name)
+        subtract = subtraction and can_subtract(widths, sizes)
     if subtract:
         sizes = [max(size, 2) for size in sizes]  # every node slot has a sibling
     distinct = sorted(set(sizes))
     branch = [distinct.index(size) for size in sizes]
     if subtract:
         # The deepest level's histograms are not kept, unless its size is shared.
-        searches = [functools.partial(_search_level_subtracting_of, size, n_bins, widths,
-                                      score_function, size == sizes[0],
+        searches = [functools.partial(_search_level_subtracting_of, size, n_bins, axis_name,
+                                      widths, score_function, size == sizes[0],
                                       size < sizes[-1] or sizes.count(size) > 1)
                     for size in distinct]
         parents = tuple(jnp.zeros((group.shape[0], sizes[-1] // 2, width, gh.shape[1]),
