@@ -26,7 +26,7 @@ def _inputs(n_outputs: int, seed: int = 0):
     return bins, node, np.concatenate([g * weight, h * weight], axis=1)
 
 
-@pytest.mark.parametrize("n_outputs", [1, 2])
+@pytest.mark.parametrize("n_outputs", [1, 2, 3])
 def test_histogram_matches_reference_float32(n_outputs):
     bins, node, gh = _inputs(n_outputs)
     hist = _build(jnp.asarray(bins), jnp.asarray(node), jnp.asarray(gh, jnp.float32),
@@ -248,3 +248,13 @@ def test_subtracted_histogram_matches_reference(n_outputs):
         assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
         assert_array_equal(got[0, :, 6:], 0.0)  # empty in the root: empty in every node
         hist = got.astype(np.float64)
+
+
+def test_scatter_rows_padded_to_four_floats_on_cpu(monkeypatch):
+    import jaxgbt.core.histogram as histogram
+
+    assert [histogram.padded_columns(c) for c in (2, 4, 6, 8, 10, 12, 14)] == (
+        [2, 4, 8, 8, 12, 12, 16] if jax.default_backend() == "cpu"
+        else [2, 4, 6, 8, 10, 12, 14])
+    monkeypatch.setattr(jax, "default_backend", lambda: "gpu")
+    assert [histogram.padded_columns(c) for c in (2, 6, 10)] == [2, 6, 10]

@@ -253,7 +253,7 @@ def test_uses_subtraction_for_many_rows_and_outputs():
     sizes = search_sizes(6)
     widths = ((256, None, None),)
     sparse = ((16, np.arange(3), np.zeros(3, np.int32)),) + widths
-    enough = 16 * 32 * 256
+    enough = 64 * 32 * 256
     # Measured on CPU only: off on accelerators.
     assert uses_subtraction(enough, widths, 28, 6, sizes, 256) == (
         jax.default_backend() == "cpu")

@@ -191,13 +191,15 @@ def _psum(x, axis_name):
 # parent's less its own, carried from level to level. It halves the scatter updates,
 # but costs a prefix sum and gathers of the smaller children's rows at every level, a
 # read of the parents' histograms and a write of the level's (memory, where the
-# histograms are large against the rows), and about 0.8 s more compilation. It paid
-# with three or more outputs (six g/h columns a row, 1.75 ns per row and feature
-# scattered against 0.7 for two) and rows enough per histogram cell of the deepest
-# level; with two columns it was as slow or slower (docs/benchmarks.md, "Histogram
-# subtraction"). Under a mesh each device subtracts its own rows' histograms.
+# histograms are large against the rows), and about 0.8 s more compilation. With two
+# g/h columns a row it was as slow or slower at every size measured; with six (three
+# classes, scattered as rows of eight floats: ``histogram.padded_columns``) it was 4-8%
+# faster at 1,000,000 x 28 (122 rows per cell of a depth-6 tree's deepest level), and at
+# 200,000 rows (24) 15% slower at 28 features and 4-15% faster at 180 to 500, less than
+# its compilation over a fit of 50 trees (docs/benchmarks.md, "Histogram subtraction").
+# Under a mesh each device subtracts its own rows' histograms.
 SUBTRACTION_MIN_COLUMNS = 6
-SUBTRACTION_MIN_ROWS_PER_CELL = 16
+SUBTRACTION_MIN_ROWS_PER_CELL = 64
 SUBTRACTION_MAX_BYTES = 2**28
 
 
