@@ -102,6 +102,24 @@ def test_noisy_ranks_match_a_float64_reference():
     np.testing.assert_allclose(got, expected, rtol=1e-5)
 
 
+@pytest.mark.parametrize("by_node", [False, True])
+def test_repeated_candidates_are_bins_without_any_sum_of_any_node(by_node):
+    # Three outputs (six sums a bin): a bin holding a single nonzero sum, in any column
+    # of any node, is not empty; -0.0 is empty.
+    hist = np.random.default_rng(8).normal(size=(3, 4, 16, 6)).astype(np.float32)
+    hist[:, :, 4:13] = 0.0
+    hist[0, 2, 6, 5] = 1.0  # the last Hessian column of node 2
+    hist[1, 0, 7, 3] = -2.0  # a Hessian of another output, node 0
+    hist[2, 3, 8, 0] = 0.5  # the first gradient, the last node
+    hist[0, 1, 9, 2] = -0.0
+    got = np.asarray(split.repeated_candidates(jnp.asarray(hist), by_node))
+    empty = np.all(hist[:, :, :-1] == 0, axis=(3,) if by_node else (1, 3))
+    empty[..., 0] = False
+    assert got.shape == empty.shape + (1,)
+    np.testing.assert_array_equal(got[..., 0], empty)
+    assert not empty[..., 6].all() and not empty[..., 7].all() and empty[..., 9].all()
+
+
 def test_candidate_normals_are_standard_normal_and_depend_on_key_and_feature_alone():
     key = jax.random.PRNGKey(5)
     features = jnp.arange(400, dtype=jnp.int32)

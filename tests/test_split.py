@@ -179,6 +179,41 @@ def test_a_rows_prefix_sums_do_not_depend_on_the_rows_summed_with_it():
     np.testing.assert_array_equal(sums(jnp.asarray(x[:3, :47]), 1), long[:3, :47])
 
 
+def test_prefix_sums_take_the_block_totals_given_and_ignore_the_last():
+    # The split search sums each block of 16 bins from the histogram as it lies and
+    # passes the totals in; the sums must be those of totals summed here, and the last
+    # block's total (which holds the missing bin there) must not enter any sum.
+    x = np.random.default_rng(6).normal(size=(3, 4, 255)).astype(np.float32)
+    padded = np.pad(x, [(0, 0), (0, 0), (0, 1)]).reshape(3, 4, 16, 16)
+    totals = padded[..., 0]
+    for k in range(1, 16):
+        totals = totals + padded[..., k]
+    totals[..., -1] = 1e6
+    sums = jax.jit(prefix_sums, static_argnums=1)
+    given = sums(jnp.asarray(x), 2, jnp.asarray(totals))
+    np.testing.assert_array_equal(given, sums(jnp.asarray(x), 2))
+    wrong = totals.copy()
+    wrong[..., 3] += 1.0
+    assert not np.array_equal(sums(jnp.asarray(x), 2, jnp.asarray(wrong)), given)
+
+
+@pytest.mark.parametrize("n_bins", [64, 256])
+def test_level_gains_of_wide_histograms_match_reference(n_bins):
+    # Past 16 bins the prefix sums go by blocks, their totals summed from the
+    # histogram in its own layout; three outputs, missing values, an empty node.
+    rng = np.random.default_rng(n_bins)
+    n_rows = 600
+    bins = rng.integers(0, n_bins - 1, (N_FEATURES, n_rows))
+    bins[rng.random((N_FEATURES, n_rows)) < 0.1] = n_bins - 1
+    node = rng.integers(0, N_NODES - 1, n_rows)
+    gh = np.concatenate([rng.normal(size=(n_rows, 3)), rng.uniform(0.1, 2.0, (n_rows, 3))], 1)
+    hist = reference.histogram(bins, node, gh, N_NODES, n_bins)
+    expected = reference.level_gains(hist, 1.0, 0.0, 0.0)
+    gains = _gains(jnp.asarray(hist, jnp.float32), _params())
+    assert gains.shape == (N_FEATURES, n_bins - 1, 2)
+    assert_allclose(np.asarray(gains), expected, rtol=1e-5, atol=1e-4)
+
+
 @pytest.mark.parametrize("shape, axis", [((3, 255, 2), 1), ((40,), 0), ((2, 5, 16), 2),
                                          ((17, 3), 0), ((4, 3, 2), 1), ((6, 8), 1)])
 def test_prefix_sums_match_cumulative_sums(shape, axis):

@@ -121,7 +121,7 @@ def leaf_weight(G: jax.Array, H: jax.Array, params: SplitParams) -> jax.Array:
 _PREFIX_BLOCK = 16
 
 
-def prefix_sums(x: jax.Array, axis: int) -> jax.Array:
+def prefix_sums(x: jax.Array, axis: int, block_totals: jax.Array | None = None) -> jax.Array:
     """Inclusive cumulative sums of ``x`` along ``axis``, by blocks of ``_PREFIX_BLOCK``:
     each block's running sums as a small triangular matrix product, plus the totals of
     the blocks before.
@@ -136,6 +136,12 @@ def prefix_sums(x: jax.Array, axis: int) -> jax.Array:
     a level's search at 60 and more features took twice as long (docs/benchmarks.md,
     "The split search's prefix sums"). Both forms give the same sums up to float
     reassociation: how a product orders its additions is up to the processor's kernel.
+
+    ``block_totals``, when given, are the blocks' totals f32[..., n_blocks] (the axes
+    of ``x`` but ``axis``, in order, then the blocks), each the sum of its block's
+    entries from the first, as ``_block_totals`` sums them; the last
+    block's total is not used and may differ. The caller can then sum them where the
+    data lie in their own order rather than along the moved axis.
     """
     n = x.shape[axis]
     if n <= _ADDED_PREFIX_MAX:
@@ -147,14 +153,21 @@ def prefix_sums(x: jax.Array, axis: int) -> jax.Array:
     blocks = blocks.reshape(*batch, n_blocks, _PREFIX_BLOCK)
     running = jnp.triu(jnp.ones((_PREFIX_BLOCK, _PREFIX_BLOCK), x.dtype))
     if n_blocks > 1:
-        totals = blocks[..., 0]
-        for k in range(1, _PREFIX_BLOCK):
-            totals = totals + blocks[..., k]
+        totals = block_totals if block_totals is not None else _block_totals(blocks, -1)
         before = _product(totals, jnp.triu(jnp.ones((n_blocks, n_blocks), x.dtype), 1))
         blocks = jnp.concatenate([blocks, before[..., None]], axis=-1)
         running = jnp.concatenate([running, jnp.ones((1, _PREFIX_BLOCK), x.dtype)])
     sums = _product(blocks, running).reshape(*batch, n_blocks * _PREFIX_BLOCK)[..., :n]
     return jnp.moveaxis(sums, -1, axis)
+
+
+def _block_totals(blocks: jax.Array, axis: int) -> jax.Array:
+    """``blocks`` summed along ``axis`` (of ``_PREFIX_BLOCK`` entries) from its first
+    entry to its last, one addition at a time."""
+    totals = jax.lax.index_in_dim(blocks, 0, axis, keepdims=False)
+    for k in range(1, blocks.shape[axis]):
+        totals = totals + jax.lax.index_in_dim(blocks, k, axis, keepdims=False)
+    return totals
 
 
 # Rows each product of ``prefix_sums`` is given at least. A matrix product's kernel need
@@ -306,9 +319,23 @@ class _Sums(NamedTuple):
 
 def _candidate_sums(hist: jax.Array, params: SplitParams) -> _Sums:
     """The prefix sums of ``hist`` f32[F, n, B, 2K] along its bins, with the bins last
-    (``_by_output``), the node totals and the nodes' own scores."""
+    (``_by_output``), the node totals and the nodes' own scores.
+
+    The prefix sums' block totals are summed from ``hist`` as it lies, each bin's 2K
+    sums side by side: summed from the transposed bins, XLA:CPU read the histogram
+    transposed twice, once for the totals and once for the products (a quarter of a
+    level's search at 180 features and three classes, docs/benchmarks.md "The split
+    search's histogram read as it lies"). The last block's total then holds the
+    missing bin, which ``prefix_sums`` does not use.
+    """
     by_output = _by_output(hist)  # [2K, F, n, B]
-    below = prefix_sums(by_output[..., :-1], axis=-1)
+    n_bins = hist.shape[2]
+    totals = None
+    if n_bins - 1 > _ADDED_PREFIX_MAX and n_bins % _PREFIX_BLOCK == 0:
+        blocks = hist.reshape(*hist.shape[:2], n_bins // _PREFIX_BLOCK, _PREFIX_BLOCK,
+                              hist.shape[3])
+        totals = jnp.moveaxis(_block_totals(blocks, 3), -1, 0)  # [2K, F, n, B / 16]
+    below = prefix_sums(by_output[..., :-1], axis=-1, block_totals=totals)
     missing = by_output[..., -1:]
     total = below[..., -1:] + missing
     return _Sums(below, missing, total, _score_by_output(total, params))
@@ -548,10 +575,22 @@ def repeated_candidates(hist: jax.Array, by_node: bool) -> jax.Array:
     few-valued feature in a wide histogram, the missing-or-not split past its last
     value, the sparse bins of a small node) would win more often than one draw allows.
     So only the first of such a run is ranked.
+
+    The test runs on the bins-last layout the search transposes the histogram to
+    (``_by_output``), as a chain of elementwise ANDs over the 2K sums and the nodes:
+    ``jnp.all`` over the histogram's last axis of 2K entries ran as a scalar loop on
+    XLA:CPU, a fifth of a level's search at 180 features and three classes
+    (docs/benchmarks.md, "The split search's histogram read as it lies").
     """
-    empty = jnp.all(hist[:, :, 1:-1] == 0, axis=-1)  # [b, n, B_g - 2]
+    by_output = _by_output(hist)[..., 1:-1]  # [2K, b, n, B_g - 2]
+    empty = by_output[0] == 0
+    for column in by_output[1:]:
+        empty = empty & (column == 0)
     if not by_node:
-        empty = jnp.all(empty, axis=1)
+        nodes = empty
+        empty = nodes[:, 0]
+        for j in range(1, nodes.shape[1]):
+            empty = empty & nodes[:, j]
     return jnp.concatenate([jnp.zeros_like(empty[..., :1]), empty], axis=-1)[..., None]
 
 
