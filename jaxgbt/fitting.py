@@ -35,7 +35,11 @@ from jaxgbt.data.distributed import (
 )
 from jaxgbt.engine.compile import compile_ahead, derivatives_at, start_check
 from jaxgbt.engine.loop import train
-from jaxgbt.engine.resources import check_fit_memory, release_free_heap
+from jaxgbt.engine.resources import (
+    TRIMMED_BINNING_CELLS,
+    check_fit_memory,
+    release_free_heap,
+)
 from jaxgbt.engine.sharding import row_devices
 from jaxgbt.evaluation import metrics as metrics_module
 from jaxgbt.evaluation.evaluator import EvalSet, Evaluator, resolve_metrics
@@ -333,15 +337,17 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
                                                        params, distributed)
     traced = any(map(check.is_traced, jax.tree.leaves((params, data.weight, start, start_raw))))
     # The training program is compiled before the data is binned, and the memory freed
-    # on the way handed back: the first fit's peak is then the larger of compilation's
-    # and training's, not their sum (docs/benchmarks.md, peak memory).
-    release_free_heap()
-    if compile_ahead(config, params, train_data, start_raw, (data.n_rows, data.n_bin_rows), mesh):
+    # on the way handed back (``engine.compile.chunk_program``): the first fit's peak is
+    # then the larger of compilation's and training's, not their sum (docs/benchmarks.md,
+    # peak memory).
+    if not compile_ahead(config, params, train_data, start_raw,
+                         (data.n_rows, data.n_bin_rows), mesh):
         release_free_heap()
     train_data = train_data._replace(bins=data.binned(thresholds))
     if sparse is not None:
         train_data = train_data._replace(entries=data.entries(train_data.bins, sparse))
-    release_free_heap()  # the binning threads' sorted and transposed copies
+    if data.n_rows * data.n_bin_rows >= TRIMMED_BINNING_CELLS:
+        release_free_heap()  # the binning threads' sorted and transposed copies
     evaluator = _evaluator(eval_set, eval_metric, early_stopping_rounds, callbacks, verbose,
                            traced, objective, config, data, thresholds, start, kind,
                            init_model, n_trees, eval_base_margin, distributed)

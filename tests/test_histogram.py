@@ -158,19 +158,22 @@ def test_one_scatter_equals_a_scatter_per_feature_bit_for_bit(monkeypatch, n_row
     assert_same_numbers(one, per_feature)
 
 
-@pytest.mark.parametrize("n_outputs", [1, 2])
-@pytest.mark.parametrize("slots", [False, True])
-def test_sparse_histogram_matches_reference(n_outputs, slots):
+@pytest.mark.parametrize(("n_outputs", "slots", "n_bins"),
+                         [(1, False, 8), (2, False, 8), (1, True, 8), (2, True, 8),
+                          (1, False, 7), (2, True, 32)])
+def test_sparse_histogram_matches_reference(n_outputs, slots, n_bins):
     """Features stored as entries (bins other than each feature's bin of 0): the
     histogram equals the dense one, the bins of 0 taken as node totals less the other
     bins. With slots, the rows come through drawn slots (one row twice, one slot unused
-    and pointing at a drawn row with g = h = 0, as ``sampling.drawn_rows`` leaves it)."""
+    and pointing at a drawn row with g = h = 0, as ``sampling.drawn_rows`` leaves it).
+    The other bins are summed by halving up to 16 bins (7: an odd count), by one
+    reduction above."""
     from jaxgbt.core.config import SparseGroup
     from jaxgbt.core.histogram import build_sparse_histogram, with_gradients
     from jaxgbt.data.binning import sparse_entries
 
     rng = np.random.default_rng(11)
-    n_features, n_bins = 6, 8
+    n_features = 6
     zero_bins = np.array([0, 2, 0, 5, 1, 0])
     bins = np.repeat(zero_bins[:, None], N_ROWS, axis=1).astype(np.uint8)
     other = rng.random((n_features, N_ROWS)) < 0.2
@@ -179,7 +182,8 @@ def test_sparse_histogram_matches_reference(n_outputs, slots):
     node = rng.integers(0, N_NODES - 1, N_ROWS).astype(np.int32)  # node 3 stays empty
     gh = rng.normal(size=(N_ROWS, 2 * n_outputs))
     group = SparseGroup(features=tuple(range(n_features)), zero_bins=tuple(zero_bins),
-                        n_bins=n_bins, n_entries=int(other.sum()) + 5)
+                        n_bins=n_bins,
+                        n_entries=int((bins != zero_bins[:, None]).sum()) + 5)
     entries = sparse_entries(bins, group)
     assert (entries.features[-5:] == -1).all()  # padding: more counted than found
     expected = reference.histogram(bins, node, gh, N_NODES, n_bins)
@@ -197,6 +201,21 @@ def test_sparse_histogram_matches_reference(n_outputs, slots):
         jax.tree.map(jnp.asarray, entries), jnp.asarray(node), jnp.asarray(gh, jnp.float32))
     assert_allclose(np.asarray(hist), expected, rtol=1e-5, atol=1e-5)
     assert_array_equal(np.asarray(hist)[:, 3], 0.0)
+
+
+@pytest.mark.parametrize("shape", [(3, 7, 2), (3, 8, 2), (3, 1, 2), (3, 13, 2)])
+def test_sum_by_halving_is_the_sum_over_the_axis(shape):
+    from jaxgbt.core.split import sum_by_halving
+
+    x = np.random.default_rng(2).normal(size=shape).astype(np.float32)
+    summed = np.asarray(sum_by_halving(jnp.asarray(x), 1))
+    assert summed.shape == (shape[0], shape[2])
+    assert_allclose(summed, x.astype(np.float64).sum(axis=1), rtol=1e-5, atol=1e-6)
+    # Halving, not a running sum: [a, b, c] is (a + b) + c, [a, b, c, d] (a + c) + (b + d).
+    if shape[1] == 8:
+        halves = x[:, :4] + x[:, 4:]
+        quarters = halves[:, :2] + halves[:, 2:]
+        assert_array_equal(summed, quarters[:, 0] + quarters[:, 1])
 
 
 @pytest.mark.parametrize("n_rows", [300, 299])

@@ -479,12 +479,21 @@ def _sum_nodes(gains: jax.Array) -> jax.Array:
     """
     if gains.shape[0] > HALVING_MAX_FEATURES:
         return jnp.sum(gains, axis=1)
-    while gains.shape[1] > 1:
-        half = gains.shape[1] // 2
-        halves = gains[:, :half] + gains[:, half:2 * half]
-        gains = (jnp.concatenate([halves, gains[:, 2 * half:]], axis=1)
-                 if gains.shape[1] % 2 else halves)
-    return gains[:, 0]
+    return sum_by_halving(gains, 1)
+
+
+def sum_by_halving(x: jax.Array, axis: int) -> jax.Array:
+    """``x`` summed over ``axis``: the first half plus the second, until one entry is
+    left (an odd count keeps its last entry for the next step), as elementwise
+    additions. XLA:CPU runs some reductions over a short axis of a small array as a
+    library call many times slower than these additions (docs/benchmarks.md)."""
+    while x.shape[axis] > 1:
+        half = x.shape[axis] // 2
+        halves = (jax.lax.slice_in_dim(x, 0, half, axis=axis)
+                  + jax.lax.slice_in_dim(x, half, 2 * half, axis=axis))
+        x = (jnp.concatenate([halves, jax.lax.slice_in_dim(x, 2 * half, None, axis=axis)],
+                             axis=axis) if x.shape[axis] % 2 else halves)
+    return jax.lax.index_in_dim(x, 0, axis, keepdims=False)
 
 
 def _mix32(x: jax.Array) -> jax.Array:

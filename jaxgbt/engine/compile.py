@@ -33,6 +33,7 @@ from jaxgbt.core.round import (
 from jaxgbt.core.tracing import is_traced
 from jaxgbt.engine.chunk import train_chunk
 from jaxgbt.engine.padding import pad_rows, padded_data, padded_row_count
+from jaxgbt.engine.resources import release_free_heap
 from jaxgbt.engine.sharding import sharded_chunk
 from jaxgbt.objectives.derivatives import Derivatives
 
@@ -211,7 +212,12 @@ def chunk_program(config: BoostConfig, params: BoostParams, data: TrainData, raw
                           "programs: jaxgbt.clear_caches() dropped them all, and later fits "
                           "compile again what they need.", RuntimeWarning, stacklevel=2)
             clear_caches()
+        # The heap's free pages handed back before and after: the compiler's working
+        # memory (about 100 MB at depth 6) then does not stay resident under the
+        # training data. Only here: on a held program the calls cost a small fit 5%.
+        release_free_heap()
         program = _compiled_chunk.lower(config, None, *args).compile()
+        release_free_heap()
     with _CHUNK_PROGRAMS_LOCK:
         _CHUNK_PROGRAMS[key] = program
         while len(_CHUNK_PROGRAMS) > MAX_CHUNK_PROGRAMS:

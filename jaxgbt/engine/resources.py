@@ -141,6 +141,13 @@ def _malloc_trim():
         return None
 
 
+# Binned matrices of at least this many cells (rows x binned columns) have the heap's
+# free pages handed back after binning: the binning threads' copies of the columns
+# (sorted, transposed: about 8 bytes a cell) are then worth the call; below, the call
+# (1-5 ms) would cost a small fit more than the few MB it returns.
+TRIMMED_BINNING_CELLS = 2**22
+
+
 def release_free_heap() -> None:
     """Hands the C heap's free pages back to the system, where the C library can.
 
