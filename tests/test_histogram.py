@@ -94,8 +94,7 @@ def test_histogram_over_row_blocks_matches_reference(monkeypatch, features_in_st
     # 60; 290 rows: five of 58; 257 rows: five of 52, the last starting 3 rows early;
     # 251 rows: four of 64 (not 63), the last starting 5 rows early. With
     # features_in_steps, the 5 features go in three steps of 2, the last starting a
-    # feature early, as 20 features do in steps of at most 16 (two of 10) and 40 in
-    # steps of 14, the last repeating two.
+    # feature early, as 25 features do in two steps of 13.
     import jaxgbt.core.histogram as histogram
 
     monkeypatch.setattr(histogram, "CPU_ROWS_PER_BLOCK", 64)
@@ -104,6 +103,7 @@ def test_histogram_over_row_blocks_matches_reference(monkeypatch, features_in_st
     monkeypatch.setattr(histogram.os, "cpu_count", lambda: 2)
     if features_in_steps:
         monkeypatch.setattr(histogram, "CPU_MIN_FEATURES_PER_STEP", 2)
+        monkeypatch.setattr(histogram, "CPU_MAX_FEATURES_PER_STEP", 2)
         assert histogram.features_per_step(N_FEATURES) == 2
     else:
         assert histogram.features_per_step(N_FEATURES) == N_FEATURES
@@ -121,18 +121,19 @@ def test_histogram_over_row_blocks_matches_reference(monkeypatch, features_in_st
 
 
 def test_features_per_step_spread_evenly_over_the_fewest_steps(monkeypatch):
-    # On CPU at least CPU_MIN_FEATURES_PER_STEP (16) a step, one per core beyond, at
-    # most MAX_FEATURES_PER_STEP (32), and one per core with the rows sharded over a
-    # mesh (each core runs a device); accelerators up to 32. Steps of nearly equal
-    # size: 28 features are two steps of 14, not 16 and 12 (the last step, started
-    # early, would repeat 4 features).
+    # On CPU at least CPU_MIN_FEATURES_PER_STEP (16) a step and at most
+    # CPU_MAX_FEATURES_PER_STEP (24), one per core beyond up to MAX_FEATURES_PER_STEP
+    # (32), and one per core with the rows sharded over a mesh (each core runs a
+    # device); accelerators up to 32. Steps of nearly equal size: 28 features are two
+    # steps of 14, not 16 and 12 (the last step, started early, would repeat 4
+    # features); 17 one step, not two of 9.
     import jaxgbt.core.histogram as histogram
 
     backend = "cpu"
     monkeypatch.setattr(jax, "default_backend", lambda: backend)
     monkeypatch.setattr(histogram.os, "cpu_count", lambda: 2)
-    assert [histogram.features_per_step(f) for f in (1, 5, 16, 17, 28, 63, 500)] == [
-        1, 5, 16, 9, 14, 16, 16]
+    assert [histogram.features_per_step(f) for f in (1, 5, 16, 17, 24, 25, 28, 40, 63, 500)
+            ] == [1, 5, 16, 17, 24, 13, 14, 20, 21, 17]
     assert [histogram.features_per_step(f, sharded=True) for f in (1, 5, 28)] == [1, 2, 2]
     monkeypatch.setattr(histogram.os, "cpu_count", lambda: 24)
     assert [histogram.features_per_step(f) for f in (28, 63)] == [14, 21]

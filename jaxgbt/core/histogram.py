@@ -13,9 +13,11 @@ from jaxgbt.core.split import sum_by_halving
 # its thread pool only when the step holds enough of them: with two features a step
 # (one per core on 2 cores), fits of 20,000 to 1,000,000 rows kept 1.3-1.5 of the 2
 # cores busy; with 14 to 16, 1.6-1.9, and took 7-30% less time; 8 a step gained
-# nothing, and all 28 of 28 features less than two steps of 14 (docs/benchmarks.md,
-# "Sixteen features a step"). Each scatter's segment ids are an int32 array of a block
-# of rows that XLA materializes, so a step holds up to 1 MB of them per feature
+# nothing (docs/benchmarks.md, "Sixteen features a step"). Steps of 9 and 10 (17 and 20
+# features spread over two) were 14-25% slower than one step of all of them, steps of 12
+# as fast as one of 24, and one step of 28 5-12% slower than two of 14 (the segment ids
+# of a step then outgrow the cache). Each scatter's segment ids are an int32 array of a
+# block of rows that XLA materializes, so a step holds up to 1 MB of them per feature
 # (CPU_ROWS_PER_BLOCK rows); before the row blocks, steps of all 28 features held 112 MB
 # at 1,000,000 rows.
 # Every scatter of a step is compiled on its own, so the step also bounds the program.
@@ -23,23 +25,33 @@ from jaxgbt.core.split import sum_by_halving
 # scatter at a time whatever the step.
 MAX_FEATURES_PER_STEP = 32
 CPU_MIN_FEATURES_PER_STEP = 16
+CPU_MAX_FEATURES_PER_STEP = 24
 
 
 def features_per_step(n_features: int, sharded: bool = False) -> int:
-    """Features one step of the histogram's scan sums, for the default backend: up to
-    ``MAX_FEATURES_PER_STEP`` on accelerators; on CPU up to one per core, and at least
-    ``CPU_MIN_FEATURES_PER_STEP`` unless the rows are ``sharded`` over a mesh of CPU
-    devices, where every core already runs a device's program (1,000,000 x 28 rows on
-    two devices: 0.079 s per tree with one feature per core a step, 0.084 with 14). The
-    features are spread evenly over the fewest steps, so that the last step repeats as
-    few features as it can."""
-    most = MAX_FEATURES_PER_STEP
-    if jax.default_backend() == "cpu":
-        most = min(os.cpu_count() or 1, most)
-        if not sharded:
-            most = max(CPU_MIN_FEATURES_PER_STEP, most)
-    n_steps = -(-max(n_features, 1) // most)
-    return -(-max(n_features, 1) // n_steps)
+    """Features one step of the histogram's scan sums, for the default backend.
+
+    On CPU, every step holds at least ``CPU_MIN_FEATURES_PER_STEP`` features (or one per
+    core, where there are more cores, up to ``MAX_FEATURES_PER_STEP``) unless there are
+    fewer, and at most ``CPU_MAX_FEATURES_PER_STEP`` (or that per-core count): 17 to 24
+    features are one step, 28 two of 14, 500 thirty-one of 17. With the rows
+    ``sharded`` over a mesh of CPU devices every core already runs a device's program,
+    and a step holds one feature per core (1,000,000 x 28 rows on two devices: 0.079 s
+    per tree so, 0.084 with 14 a step); accelerators take up to
+    ``MAX_FEATURES_PER_STEP``. The features are spread evenly over the steps, so that
+    the last step repeats as few features as it can."""
+    n_features = max(n_features, 1)
+    if jax.default_backend() != "cpu":
+        n_steps = -(-n_features // MAX_FEATURES_PER_STEP)
+    elif sharded:
+        n_steps = -(-n_features // min(os.cpu_count() or 1, MAX_FEATURES_PER_STEP))
+    else:
+        least = max(CPU_MIN_FEATURES_PER_STEP, min(os.cpu_count() or 1, MAX_FEATURES_PER_STEP))
+        most = max(CPU_MAX_FEATURES_PER_STEP, least)
+        n_steps = max(1, n_features // least)
+        if -(-n_features // n_steps) > most:
+            n_steps = -(-n_features // most)
+    return -(-n_features // n_steps)
 
 
 # On CPU the rows are summed in blocks of at most this many, every feature of a block
