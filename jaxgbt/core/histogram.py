@@ -15,8 +15,8 @@ from jaxgbt.core.split import sum_by_halving
 # cores busy; with 14 to 16, 1.6-1.9, and took 7-30% less time; 8 a step gained
 # nothing (docs/benchmarks.md, "Sixteen features a step"). Steps of 9 and 10 (17 and 20
 # features spread over two) were 14-25% slower than one step of all of them, steps of 12
-# as fast as one of 24, and one step of 28 5-12% slower than two of 14 (the segment ids
-# of a step then outgrow the cache). Each scatter's segment ids are an int32 array of a
+# as fast as one of 24, and one step of 28 5-12% slower than two of 14 ("Steps of 16
+# to 24 features"). Each scatter's segment ids are an int32 array of a
 # block of rows that XLA materializes, so a step holds up to 1 MB of them per feature
 # (CPU_ROWS_PER_BLOCK rows); before the row blocks, steps of all 28 features held 112 MB
 # at 1,000,000 rows.
