@@ -319,7 +319,9 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
             thresholds, data.n_rows, () if sparse is None else sparse.features),
         sparse_group=sparse,
         noisy_scores=spec.score_noise(random_strength), score_function=score_function,
-        leaf_newton_steps=leaf_newton_steps, order_statistics=data.order_statistics)
+        leaf_newton_steps=leaf_newton_steps, order_statistics=data.order_statistics,
+        # Every process must compile the same program: each holds only its own rows.
+        missing_values=distributed or data.may_hold_missing())
     check_fit_memory(data.n_rows, data.n_bin_rows, config.n_bins, depth, n_outputs,
                      [jax.devices()[0]] if mesh is None else list(mesh.local_devices),
                      ordered=config.ordered, gathered_rows=config.sample_capacity,

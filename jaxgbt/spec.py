@@ -445,7 +445,8 @@ def build_config(objective: Objective, *, depth: int, n_bins: int, n_outputs: in
                  max_leaves: int | None = None,
                  bin_groups=None, sparse_group=None, noisy_scores: bool = False,
                  leaf_newton_steps: int = 1, score_function: str = "l2",
-                 order_statistics: categorical.OrderStatistics | None = None) -> BoostConfig:
+                 order_statistics: categorical.OrderStatistics | None = None,
+                 missing_values: bool = True) -> BoostConfig:
     """The static ``BoostConfig`` of a fit whose settings were checked above."""
     # Sampled rounds grow their trees on the drawn rows alone when their number has a
     # bound known now (``core.sampling``); on one device, outside ordered boosting.
@@ -462,6 +463,7 @@ def build_config(objective: Objective, *, depth: int, n_bins: int, n_outputs: in
                        max_leaves=max_leaves,
                        ordered=is_ordered, bin_groups=bin_groups, sparse_group=sparse_group,
                        score_noise=noisy_scores, score_function=score_function,
+                       missing_values=missing_values,
                        leaf_newton_steps=leaf_newton_steps,
                        statistic_columns=() if order_statistics is None
                        else order_statistics.columns,

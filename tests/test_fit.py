@@ -5,7 +5,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 import pytest
-from conftest import SMALL, count_compilations, make_regression, two_devices
+from conftest import MODEL_ARRAYS, SMALL, count_compilations, make_regression, two_devices
 
 import jaxgbt
 from jaxgbt import objectives, spec
@@ -153,6 +153,58 @@ def test_the_heap_is_trimmed_around_a_compilation_and_after_large_binnings(regre
     monkeypatch.setattr(fitting, "TRIMMED_BINNING_CELLS", X.size)
     jaxgbt.fit("squared_error", X, y, **SMALL)
     assert calls == ["binning"]
+
+
+def test_data_without_missing_values_fit_the_same_model_searching_missing_left_alone(
+        monkeypatch):
+    # X without NaN: the chunk is compiled with missing_values=False, and its searches
+    # score missing-left alone where they would score both directions in one pass
+    # (ONE_DIRECTION_MIN_CELLS lowered so that this small three-class search is one);
+    # the model is the one of both directions, bit for bit. A schedule of its own makes
+    # the configuration new, so that both fits are traced here.
+    import jaxgbt.core.split as split
+    from jaxgbt.data.dataset import Dataset
+
+    X, score = make_regression(seed=5)
+    y = np.digitize(score, np.quantile(score, [1 / 3, 2 / 3])).astype(np.int32)
+    monkeypatch.setattr(split, "ONE_DIRECTION_MIN_CELLS", 512)  # 4 x 4 x 16 cells, K = 3
+    directions = []
+    lefts = split._lefts
+    monkeypatch.setattr(split, "_lefts", lambda sums, d: directions.append(d) or lefts(sums, d))
+    kwargs = dict(SMALL, learning_rate=lambda round_index: 0.3)
+    alone = jaxgbt.fit("softmax", X, y, **kwargs)
+    assert set(directions) == {1}
+    directions.clear()
+    monkeypatch.setattr(Dataset, "may_hold_missing", lambda self: True)
+    both = jaxgbt.fit("softmax", X, y, **kwargs)
+    assert set(directions) == {2}
+    np.testing.assert_array_equal(np.asarray(alone.predict_raw(X)),
+                                  np.asarray(both.predict_raw(X)))
+    for name in MODEL_ARRAYS:
+        np.testing.assert_array_equal(np.asarray(getattr(alone, name)),
+                                      np.asarray(getattr(both, name)))
+
+
+def test_may_hold_missing_finds_a_nan_in_any_block_of_rows_and_in_sparse_x(monkeypatch):
+    import scipy.sparse
+
+    from jaxgbt.data import dataset as dataset_module
+
+    monkeypatch.setattr(dataset_module, "_NAN_SCAN_ROWS", 100)
+    X, y = make_regression(seed=6)
+
+    def holds(X):
+        return dataset.Dataset.read(X, y, sample_weight=None, group=None,
+                                    categorical_features=None,
+                                    objective=objectives.resolve("squared_error"),
+                                    kind="row").may_hold_missing()
+
+    assert not holds(X)
+    with_nan = X.copy()
+    with_nan[250, 3] = np.nan  # in the third block of 100 rows
+    assert holds(with_nan)
+    assert not holds(scipy.sparse.csr_matrix(X))
+    assert holds(scipy.sparse.csr_matrix(with_nan))
 
 
 def test_compiled_programs_are_bounded(regression_data, monkeypatch):

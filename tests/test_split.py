@@ -223,3 +223,36 @@ def test_prefix_sums_match_cumulative_sums(shape, axis):
     sums = jax.jit(prefix_sums, static_argnums=1)(jnp.asarray(x), axis)
     assert sums.shape == x.shape and sums.dtype == jnp.float32
     assert_allclose(sums, np.cumsum(x.astype(np.float64), axis=axis), rtol=0, atol=2e-5)
+
+
+@pytest.mark.parametrize("noisy", [False, True])
+def test_a_search_without_missing_rows_scores_missing_left_alone_to_the_same_candidate(
+        monkeypatch, noisy):
+    # With no row in a missing bin both directions have the same gains and ties go to
+    # missing-left, so missing_values=False (missing-left alone, where the two would be
+    # scored in one pass) finds the same candidate, bit for bit, noise or not.
+    import jaxgbt.core.split as split
+
+    cells = N_FEATURES * N_NODES * N_BINS
+    monkeypatch.setattr(split, "ONE_DIRECTION_MIN_CELLS", 2 * cells)  # cells x K reach it
+    directions = []
+    lefts = split._lefts
+    monkeypatch.setattr(split, "_lefts",
+                        lambda sums, d: directions.append(d) or lefts(sums, d))
+    hist = _random_hist(2, seed=3)
+    hist[:, :, -1] = 0.0
+    params = _params(l2=0.5)
+    if noisy:
+        params = params._replace(noise=split.ScoreNoise(jax.random.PRNGKey(4), jnp.float32(2.0)))
+    features = jnp.arange(N_FEATURES, dtype=jnp.int32)
+    counted = jnp.ones(N_FEATURES, bool)
+
+    def best(missing_values):
+        return jax.jit(lambda h, p: split.best_level_candidate(
+            h, features, counted, p, None, missing_values=missing_values))(
+            jnp.asarray(hist, jnp.float32), params)
+
+    both, left = best(True), best(False)
+    assert directions == [2, 1]
+    assert int(left.index) == int(both.index) and int(left.index) % 2 == 0
+    assert float(left.gain) == float(both.gain)

@@ -83,6 +83,10 @@ class BoostConfig:
         the traced ``BoostParams.random_strength``; ``split.ScoreNoise``).
       score_function: what candidates are ranked by: "l2", the gain (XGBoost's), or
         "cosine", CatBoost's default score (``split.cosine_scores``).
+      missing_values: whether a training row may sit in a missing bin (X holds a NaN).
+        False: oblivious levels score missing-left alone where a search would score
+        both directions in one pass (``split.best_level_candidate``): without missing
+        rows both have the same gains, and ties go to missing-left.
       leaf_newton_steps: Newton steps per leaf value (CatBoost's
         ``leaf_estimation_iterations``): after the first, each takes the derivatives
         again at the margins the leaf values so far lead to (``leaves.newton_from``).
@@ -114,6 +118,7 @@ class BoostConfig:
     sparse_group: SparseGroup | None = None
     score_noise: bool = False
     score_function: ScoreFunction = "l2"
+    missing_values: bool = True
     leaf_newton_steps: int = 1
     statistic_columns: tuple[int, ...] = ()
     statistic_orders: int = 1

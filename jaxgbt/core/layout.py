@@ -68,11 +68,12 @@ class Layout(abc.ABC):
              n_bins: int, axis_name: str | None = None, level_allowed: jax.Array | None = None,
              interaction_sets: jax.Array | None = None, monotone: jax.Array | None = None,
              bin_groups=None, sparse_group=None, entries=None, max_leaves: int | None = None,
-             score_function: ScoreFunction = "l2"
+             score_function: ScoreFunction = "l2", missing_values: bool = True
              ) -> tuple[BinnedTree, jax.Array, tuple | None]:
         """One tree (args as ``tree.grow_tree``, ``level_allowed`` of the shape
         ``feature_mask_shape`` gives; ``max_leaves``, static, read by leaf-wise growth
-        alone): (tree, leaf ids i32[N], leaf bounds or None)."""
+        alone; ``missing_values``, static, by oblivious growth alone): (tree, leaf ids
+        i32[N], leaf bounds or None)."""
 
     @abc.abstractmethod
     def constrain_leaves(self, tree: BinnedTree, leaf_bounds, monotone) -> BinnedTree:
@@ -124,10 +125,10 @@ class Oblivious(Layout):
 
     def grow(self, bins, gh, params, depth, n_bins, axis_name=None, level_allowed=None,
              interaction_sets=None, monotone=None, bin_groups=None, sparse_group=None,
-             entries=None, max_leaves=None, score_function="l2"):
+             entries=None, max_leaves=None, score_function="l2", missing_values=True):
         tree, leaf = grow_tree(bins, gh, params, depth, n_bins, axis_name, level_allowed,
                                interaction_sets, monotone, bin_groups, sparse_group, entries,
-                               score_function)
+                               score_function, missing_values=missing_values)
         return tree, leaf, None
 
     def constrain_leaves(self, tree, leaf_bounds, monotone):
@@ -168,7 +169,7 @@ class Depthwise(Layout):
 
     def grow(self, bins, gh, params, depth, n_bins, axis_name=None, level_allowed=None,
              interaction_sets=None, monotone=None, bin_groups=None, sparse_group=None,
-             entries=None, max_leaves=None, score_function="l2"):
+             entries=None, max_leaves=None, score_function="l2", missing_values=True):
         return grow_depthwise_tree(bins, gh, params, depth, n_bins, axis_name, level_allowed,
                                    interaction_sets, monotone, bin_groups, sparse_group,
                                    entries, score_function)
@@ -201,7 +202,7 @@ class Lossguide(Depthwise):
 
     def grow(self, bins, gh, params, depth, n_bins, axis_name=None, level_allowed=None,
              interaction_sets=None, monotone=None, bin_groups=None, sparse_group=None,
-             entries=None, max_leaves=None, score_function="l2"):
+             entries=None, max_leaves=None, score_function="l2", missing_values=True):
         return grow_lossguide_tree(bins, gh, params, depth, n_bins,
                                    default_max_leaves(depth) if max_leaves is None else max_leaves,
                                    axis_name, level_allowed, interaction_sets, monotone,

@@ -239,7 +239,8 @@ def _grown_tree(config: BoostConfig, params: BoostParams, data: TrainData, gh: j
     tree, leaf, leaf_bounds = layout(config.grow_policy).grow(
         tree_bins, tree_gh, params.split, config.depth, config.n_bins, config.axis_name,
         level_allowed, params.interaction_sets, params.monotone, config.bin_groups,
-        config.sparse_group, tree_entries, config.max_leaves, config.score_function)
+        config.sparse_group, tree_entries, config.max_leaves, config.score_function,
+        config.missing_values)
     if config.sample_capacity is not None:  # every row's leaf, for the margins
         leaf = layout(config.grow_policy).leaf_from_bins(data.bins, tree, config.n_bins)
     return tree, leaf, leaf_bounds

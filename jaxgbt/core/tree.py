@@ -79,21 +79,23 @@ def goes_right(column: jax.Array, split_bin: jax.Array, default_left: jax.Array,
 
 
 def _search_level_of(n_nodes: int, n_bins: int, axis_name, widths, score_function,
-                     columns, node, gh, params: SplitParams, allowed) -> LevelSplit:
+                     columns, node, gh, params: SplitParams, allowed, *,
+                     missing_values: bool = True) -> LevelSplit:
     """The oblivious split of a level whose rows are in its first ``n_nodes`` nodes;
     ``widths`` and ``columns`` are the static and traced halves of ``feature_groups``."""
     params = _with_row_counts(params, node, gh, n_nodes, axis_name)
     best = search_level(_groups(widths, columns), node, gh, n_nodes,
                         lambda hist, features, counted: best_level_candidate(
                             hist, features, counted, params, allowed, n_bins - 1,
-                            score_function),
+                            score_function, missing_values),
                         axis_name)
     return split_of(best, n_bins - 1, params)
 
 
 def _search_level_subtracting_of(n_nodes: int, n_bins: int, axis_name, widths,
                                  score_function, has_first: bool, keep: bool, columns, node,
-                                 gh, params: SplitParams, allowed, parents, level):
+                                 gh, params: SplitParams, allowed, parents, level, *,
+                                 missing_values: bool = True):
     """``_search_level_of`` with histogram subtraction (``uses_subtraction``): also
     takes the level above's histograms and returns this level's (when ``keep``).
     ``has_first``: the branch also searches a tree's first level, which has no level
@@ -102,7 +104,8 @@ def _search_level_subtracting_of(n_nodes: int, n_bins: int, axis_name, widths,
     best, parents = search_level_subtracting(
         _groups(widths, columns), node, gh, n_nodes,
         lambda hist, features, counted: best_level_candidate(
-            hist, features, counted, params, allowed, n_bins - 1, score_function),
+            hist, features, counted, params, allowed, n_bins - 1, score_function,
+            missing_values),
         smaller_children(node, gh, n_nodes), parents, keep,
         level == 0 if has_first else False, axis_name)
     return split_of(best, n_bins - 1, params), parents
@@ -230,8 +233,8 @@ def grow_tree(bins: jax.Array, gh: jax.Array, params: SplitParams, depth: int, n
               interaction_sets: jax.Array | None = None,
               monotone: jax.Array | None = None,
               bin_groups=None, sparse_group=None, entries=None,
-              score_function: ScoreFunction = "l2", subtraction: bool | None = None
-              ) -> tuple[BinnedTree, jax.Array]:
+              score_function: ScoreFunction = "l2", subtraction: bool | None = None,
+              missing_values: bool = True) -> tuple[BinnedTree, jax.Array]:
     """Grows one oblivious tree.
 
     Args:
@@ -256,6 +259,7 @@ def grow_tree(bins: jax.Array, gh: jax.Array, params: SplitParams, depth: int, n
         (``split.cosine_scores``; static).
       subtraction: whether to build the levels' histograms by subtraction where it can
         (``can_subtract``; static); None: where ``uses_subtraction`` finds it pays.
+      missing_values: whether a row may sit in a missing bin (``BoostConfig``; static).
 
     Returns:
       The tree, and each row's leaf id i32[N].
@@ -289,14 +293,15 @@ def grow_tree(bins: jax.Array, gh: jax.Array, params: SplitParams, depth: int, n
         # The deepest level's histograms are not kept, unless its size is shared.
         searches = [functools.partial(_search_level_subtracting_of, size, n_bins, axis_name,
                                       widths, score_function, size == sizes[0],
-                                      size < sizes[-1] or sizes.count(size) > 1)
+                                      size < sizes[-1] or sizes.count(size) > 1,
+                                      missing_values=missing_values)
                     for size in distinct]
         parents = tuple(jnp.zeros((group.shape[0], sizes[-1] // 2, width, gh.shape[1]),
                                   gh.dtype)
                         for (width, _, _), group in zip(widths, columns, strict=True))
     else:
         searches = [functools.partial(_search_level_of, size, n_bins, axis_name, widths,
-                                      score_function)
+                                      score_function, missing_values=missing_values)
                     for size in distinct]
         parents = ()
     branch = jnp.asarray(branch, jnp.int32)

@@ -421,6 +421,10 @@ class ChunkedDataset(Dataset):
         """None: the rows are not held to count their non-zeros (dense histograms)."""
         return None
 
+    def may_hold_missing(self) -> bool:
+        """True: the rows are not held to look for NaN."""
+        return True
+
     def thresholds(self, n_bins: int, seed) -> np.ndarray:
         """f32[F, B - 1], B from ``binning.bins_needed``: the cuts of the summaries."""
         thresholds = np.full((self.n_columns, n_bins - 1), np.inf, FLOAT_DTYPE)
