@@ -656,8 +656,8 @@ def _searched(hist: jax.Array, params: SplitParams, search: _BlockSearch,
         # Where the fit's rows hold no missing value (``missing_values`` False, static)
         # and the search is large, missing-left alone, with no loop: 2,000 x 180, three
         # classes, 8-10% faster and 0.5 s less compilation; narrow binary searches of
-        # this size were slower so (docs/benchmarks.md, "Missing directions scored in
-        # turn").
+        # this size were slower so (docs/benchmarks.md, "Data without NaN: missing-left
+        # alone in one-pass searches").
         if not missing_values and cells * (hist.shape[3] // 2) >= ONE_DIRECTION_MIN_CELLS:
             return search(sums, _lefts(sums, 1), None)
         return search(sums, _lefts(sums, 2), None)
