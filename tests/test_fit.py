@@ -1,4 +1,5 @@
 import collections
+import re
 
 import jax
 import jax.numpy as jnp
@@ -214,6 +215,42 @@ def test_compiled_programs_are_bounded(regression_data, monkeypatch):
     shallow = jaxgbt.fit("squared_error", X, y, **{**SMALL, "depth": 2})
     assert len(chunk_compile._CHUNK_PROGRAMS) == 1
     assert shallow.leaf_value.shape[1] == 4
+
+
+def _library_dots(program_text: str) -> tuple[int, int]:
+    """(dot products inside XLA:CPU's library fusions, dot products anywhere) in a
+    compiled program's HLO text."""
+    library = {re.search(r"calls=%([\w.\-]+)", line).group(1)
+               for line in program_text.splitlines() if "__ynn_fusion" in line}
+    bodies = re.split(r"\n(?=%[\w.\-]+ )", program_text)
+    in_library = sum(body.count(" dot(") for body in bodies
+                     if body.split(" ", 1)[0].lstrip("%") in library)
+    return in_library, program_text.count(" dot(")
+
+
+def test_the_chunk_leaves_its_products_to_xla_on_cpu(regression_data, monkeypatch):
+    # The prefix sums' small products ran faster as XLA's own loops than as calls into
+    # its kernel library; only the training chunk is compiled so, and not where the
+    # user's XLA_FLAGS set the option themselves.
+    X, y = regression_data
+    assert chunk_compile.chunk_compiler_options("cpu") == chunk_compile.CPU_CHUNK_OPTIONS
+    assert chunk_compile.chunk_compiler_options("gpu") == ()
+    monkeypatch.setattr(chunk_compile, "_CHUNK_PROGRAMS", collections.OrderedDict())
+    jaxgbt.fit("squared_error", X, y, **SMALL)
+    (program,) = chunk_compile._CHUNK_PROGRAMS.values()
+    in_library, dots = _library_dots(program.as_text())
+    assert dots > 0 and in_library == 0
+    # The same product shape compiled with XLA's defaults does go through the library.
+    product = jax.jit(jnp.matmul).lower(jnp.ones((5120, 17)), jnp.ones((17, 16)))
+    assert _library_dots(product.compile().as_text()) == (1, 1)
+    options = dict(chunk_compile.CPU_CHUNK_OPTIONS)
+    assert _library_dots(product.compile(compiler_options=options).as_text()) == (0, 1)
+    chunk_compile.chunk_compiler_options.cache_clear()
+    monkeypatch.setenv("XLA_FLAGS", "--xla_cpu_experimental_ynn_fusion_type=dot")
+    try:
+        assert chunk_compile.chunk_compiler_options("cpu") == ()
+    finally:
+        chunk_compile.chunk_compiler_options.cache_clear()
 
 
 def test_missing_values_learn_their_direction():

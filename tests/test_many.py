@@ -6,7 +6,7 @@ import pytest
 from conftest import SMALL, make_binary, make_regression
 
 import jaxgbt
-from jaxgbt.engine.compile import _compiled_chunk
+from jaxgbt.engine.compile import compiled_chunk
 from jaxgbt.model_selection import fold_ids
 from jaxgbt.sweeps import n_members
 
@@ -146,15 +146,15 @@ def test_fit_many_compiles_once_and_batches_give_the_same_models(regression_data
     X, y = regression_data
     X = _coarse(X)
     models = jaxgbt.fit_many("squared_error", X, y, params=SWEEP, **BOOTSTRAP)
-    compiled = _compiled_chunk._cache_size()
+    compiled = compiled_chunk(traced=True)._cache_size()
     other = {"learning_rate": [0.2, 0.05, 0.4], "l2": [2.0, 0.1, 1.0], "seed": [5, 6, 7],
              "sample_weight": SWEEP["sample_weight"][::-1], "base_score": [1.0, 2.0, 3.0]}
     jaxgbt.fit_many("squared_error", X, y, params=other, **BOOTSTRAP)
-    assert _compiled_chunk._cache_size() == compiled
+    assert compiled_chunk(traced=True)._cache_size() == compiled
     # Five models in batches of 3, the last one padded: the same program again.
     five = {name: values + other[name][:2] for name, values in SWEEP.items()}
     batched = jaxgbt.fit_many("squared_error", X, y, params=five, batch_size=3, **BOOTSTRAP)
-    assert _compiled_chunk._cache_size() == compiled
+    assert compiled_chunk(traced=True)._cache_size() == compiled
     assert n_members(batched) == 5
     for i in range(3):
         _assert_same_model(batched[i], models[i])

@@ -1,7 +1,7 @@
 """Compiling the chunk of rounds (``chunk.train_chunk``) and the round's derivatives.
 
 A chunk runs through one of two compiled forms (``chunk_runner`` picks):
-``_compiled_chunk``, ``jax.jit`` over the configuration and mesh, for a mesh or traced
+``compiled_chunk``, ``jax.jit`` over the configuration and mesh, for a mesh or traced
 arguments (``fit_many``, ``cv``, forests, gradients through ``fit``); and, for fits
 outside any trace on one device, a program compiled ahead of time (``chunk_program``)
 and kept in a bounded cache by configuration and argument types, so that ``fit`` can
@@ -10,6 +10,7 @@ compile it before the data is binned (``compile_ahead``).
 
 import collections
 import functools
+import os
 import threading
 import warnings
 from collections.abc import Callable
@@ -92,11 +93,63 @@ def start_check(config: BoostConfig, params: BoostParams, data: TrainData,
     return g[:n_rows], h[:n_rows], losses[:n_rows]
 
 
-@functools.partial(jax.jit, static_argnames=("config", "mesh"))
 def _compiled_chunk(config, mesh, params, data, raw, first_round, n_trees):
     if mesh is None:
         return train_chunk(config, params, data, raw, first_round, n_trees)
     return sharded_chunk(config, mesh, params, data, raw, first_round, n_trees)
+
+
+# XLA:CPU hands matrix products and reductions to a kernel library (YNNPACK's "library
+# fusions") by default. The split search's prefix sums are products of small blocks
+# (``core.split.prefix_sums``: [F x nodes x 2K x 16, 17] x [17, 16]), and there the
+# library's calls cost more than XLA's own loops: with products left to XLA (reductions
+# still the library's), warm fits of 2,000 rows x 20 to 500 features took 8-17% less
+# time, 20,000 x 500 6-10% less, and 28 features from 200,000 rows and the depthwise and
+# leaf-wise trees the same (docs/benchmarks.md, "Products left to XLA:CPU's own loops").
+# An option of the chunk's compilation alone: every other program keeps XLA's defaults.
+CPU_CHUNK_OPTIONS = (("xla_cpu_experimental_ynn_fusion_type", "LIBRARY_FUSION_TYPE_REDUCE"),)
+
+
+@functools.cache
+def chunk_compiler_options(platform: str) -> tuple:
+    """The options the chunk is compiled with on ``platform``, as (name, value) pairs:
+    ``CPU_CHUNK_OPTIONS`` on CPU, none elsewhere, and none where the user's XLA_FLAGS
+    set the same option or this XLA does not know it (the option is experimental: a
+    trivial program is compiled with it once, to ask)."""
+    if platform != "cpu" or jax.default_backend() != "cpu":
+        return ()
+    flags = os.environ.get("XLA_FLAGS", "")
+    if any(name in flags for name, _ in CPU_CHUNK_OPTIONS):
+        return ()
+    try:
+        jax.jit(_identity).lower(np.float32(0)).compile(
+            compiler_options=dict(CPU_CHUNK_OPTIONS))
+    except jax.errors.JaxRuntimeError:
+        return ()
+    return CPU_CHUNK_OPTIONS
+
+
+def _identity(x):
+    return x
+
+
+@functools.cache
+def _chunk_jit(options: tuple) -> Callable:
+    return jax.jit(_compiled_chunk, static_argnames=("config", "mesh"),
+                   compiler_options=dict(options) or None)
+
+
+def compiled_chunk(mesh: Mesh | None = None, traced: bool = False) -> Callable:
+    """The chunk under ``jax.jit``, ``fn(config, mesh, params, data, raw, first_round,
+    n_trees)``, compiled with the options of the platform it runs on: the mesh's, or
+    the default backend's (``chunk_compiler_options``). With ``traced`` arguments (under
+    ``vmap`` or an outer ``jit``), where JAX takes compiler options only from the
+    outermost program, with XLA's defaults."""
+    if traced:
+        return _chunk_jit(())
+    platform = (mesh.devices.flat[0].platform if mesh is not None
+                else jax.default_backend())
+    return _chunk_jit(chunk_compiler_options(platform))
 
 
 # Chunks compiled ahead of time for fits outside any trace on one device, by
@@ -197,7 +250,7 @@ def chunk_program(config: BoostConfig, params: BoostParams, data: TrainData, raw
 
     ``data`` and ``raw`` may hold ``jax.ShapeDtypeStruct`` in place of arrays (``fit``
     compiles before the bins exist). Not for traced arguments or a mesh: those go
-    through ``_compiled_chunk`` itself.
+    through ``compiled_chunk`` itself.
     """
     args = (params, data, raw, _ROUND_SPEC, _ROUND_SPEC)
     key = (config, bool(jax.config.jax_enable_x64), str(jax.config.jax_default_device),
@@ -216,7 +269,7 @@ def chunk_program(config: BoostConfig, params: BoostParams, data: TrainData, raw
         # memory (about 100 MB at depth 6) then does not stay resident under the
         # training data. Only here: on a held program the calls cost a small fit 5%.
         release_free_heap()
-        program = _compiled_chunk.lower(config, None, *args).compile()
+        program = compiled_chunk().lower(config, None, *args).compile()
         release_free_heap()
     with _CHUNK_PROGRAMS_LOCK:
         _CHUNK_PROGRAMS[key] = program
@@ -234,4 +287,5 @@ def chunk_runner(config: BoostConfig, params: BoostParams, data: TrainData, raw:
     """
     if _ahead_of_time(params, data, raw, mesh):
         return chunk_program(config, params, data, raw)
-    return functools.partial(_compiled_chunk, config, mesh)
+    traced = any(is_traced(leaf) for leaf in jax.tree.leaves((params, data, raw)))
+    return functools.partial(compiled_chunk(mesh, traced), config, mesh)
