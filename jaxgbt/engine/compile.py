@@ -103,9 +103,10 @@ def _compiled_chunk(config, mesh, params, data, raw, first_round, n_trees):
 # fusions") by default. The split search's prefix sums are products of small blocks
 # (``core.split.prefix_sums``: [F x nodes x 2K x 16, 17] x [17, 16]), and there the
 # library's calls cost more than XLA's own loops: with products left to XLA (reductions
-# still the library's), warm fits of 2,000 rows x 20 to 500 features took 8-17% less
-# time, 20,000 x 500 6-10% less, and 28 features from 200,000 rows and the depthwise and
-# leaf-wise trees the same (docs/benchmarks.md, "Products left to XLA:CPU's own loops").
+# still the library's), warm fits at 2,000 rows (20 to 500 features, one or three
+# outputs) took 3-18% less time, 20,000 x 180 three classes 5% less, and 20,000 x 500,
+# 28 features from 200,000 rows and depthwise trees the same (docs/benchmarks.md,
+# "Products left to XLA:CPU's own loops").
 # An option of the chunk's compilation alone: every other program keeps XLA's defaults.
 CPU_CHUNK_OPTIONS = (("xla_cpu_experimental_ynn_fusion_type", "LIBRARY_FUSION_TYPE_REDUCE"),)
 
