@@ -201,11 +201,15 @@ def _argument_types(tree) -> tuple:
     return treedef, tuple((aval.shape, aval.dtype, aval.weak_type) for aval in avals)
 
 
+def _any_traced(params: BoostParams, data: TrainData, raw) -> bool:
+    """Whether any of the chunk's arguments is traced (under ``vmap`` or ``jit``)."""
+    return any(is_traced(leaf) for leaf in jax.tree.leaves((params, data, raw)))
+
+
 def _ahead_of_time(params: BoostParams, data: TrainData, raw, mesh: Mesh | None) -> bool:
     """Whether ``train`` runs these arguments through ``chunk_program``: on one device,
     nothing traced."""
-    return mesh is None and not any(is_traced(leaf)
-                                    for leaf in jax.tree.leaves((params, data, raw)))
+    return mesh is None and not _any_traced(params, data, raw)
 
 
 def compile_ahead(config: BoostConfig, params: BoostParams, data: TrainData,
@@ -286,7 +290,7 @@ def chunk_runner(config: BoostConfig, params: BoostParams, data: TrainData, raw:
 
     ``data`` and ``raw`` are already on ``mesh`` when one is given (``sharding.shard_rows``).
     """
-    if _ahead_of_time(params, data, raw, mesh):
+    traced = _any_traced(params, data, raw)
+    if mesh is None and not traced:  # ``_ahead_of_time``
         return chunk_program(config, params, data, raw)
-    traced = any(is_traced(leaf) for leaf in jax.tree.leaves((params, data, raw)))
     return functools.partial(compiled_chunk(mesh, traced), config, mesh)
