@@ -337,6 +337,35 @@ def test_long_columns_are_binned_through_the_prefix_table_as_by_searchsorted():
         assert np.all(got[np.isnan(column)] == edges.size)
 
 
+@pytest.mark.parametrize("n_rows, max_edges", [(5_000, 64), (40_000, 64), (40_000, 3)])
+def test_long_columns_of_few_edges_are_binned_by_comparisons_as_by_searchsorted(
+        monkeypatch, n_rows, max_edges):
+    # One to five edges below the +inf padding (0/1 and few-valued columns), among them
+    # both zeros, a subnormal and a repeated edge; values on the edges, beside them,
+    # infinities and NaN of either sign: the comparisons must give np.searchsorted's bins
+    # where they are taken, and be taken only in long columns, up to the most edges.
+    monkeypatch.setattr(binning, "_COMPARED_MAX_EDGES", max_edges)
+    compared = []
+    by_comparison = binning._bins_by_comparison
+    monkeypatch.setattr(binning, "_bins_by_comparison",
+                        lambda *args: compared.append(args[0].size) or by_comparison(*args))
+    rng = np.random.default_rng(n_rows)
+    tiny = np.float32(1e-40)
+    candidates = np.array([-0.0, 0.0, tiny, -tiny, 1.0, 1.0, 0.5, -2.0], np.float32)
+    for n_edges in range(1, 6):
+        edges = np.sort(rng.choice(candidates, n_edges, replace=False))
+        edges = np.concatenate([edges, np.full(7 - n_edges, np.inf, np.float32)])
+        picks = np.concatenate([candidates, np.nextafter(candidates, np.float32(np.inf)),
+                                np.nextafter(candidates, np.float32(-np.inf)),
+                                np.array([np.inf, -np.inf, np.nan, -np.nan], np.float32)])
+        column = rng.choice(picks, n_rows).astype(np.float32)
+        got = binning._bin_column(edges, column)
+        assert_array_equal(got, np.searchsorted(edges, column, side="left"))
+        assert np.all(got[np.isnan(column)] == edges.size)
+    long = n_rows >= binning._PREFIX_TABLE_MIN_ROWS
+    assert compared == [k for k in range(1, 6) if long and k <= max_edges]
+
+
 def test_values_beside_an_edge_alone_in_its_prefix_are_binned_by_one_comparison():
     # 255 distinct finite edges (no +inf padding, so the last bin is 255) spread over
     # several magnitudes: most sit alone in their 16-bit prefix, where a value is binned

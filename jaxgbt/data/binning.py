@@ -432,20 +432,48 @@ def _host_order_key(values: np.ndarray) -> np.ndarray:
     return np.where(bits >> 31, ~bits, bits | np.uint32(0x80000000))
 
 
+# A long column with few edges below +inf (0/1 and other few-valued columns: the rest of
+# their edges are +inf padding) is binned by one comparison of the whole column per
+# edge, not through the table, whose building alone takes about 0.1 ms: at 20,000 rows
+# and one edge 3.5 us against 150, at 16,384 rows and 16 edges 39 against 134, at
+# 200,000 rows and 64 edges 1.0 ms against 2.7. Past this many rows per edge, or this
+# many edges, the comparisons cost more. (Shorter columns are searched: there the
+# comparisons' several NumPy calls per column, under two threads, were as slow.)
+_COMPARED_ROWS_PER_EDGE = 500
+_COMPARED_MAX_EDGES = 64
+
+
+def _bins_by_comparison(edges: np.ndarray, column: np.ndarray, missing_bin: int
+                        ) -> np.ndarray:
+    """u8 bins of ``column``: the number of ``edges`` (none +inf or NaN) strictly below
+    each value, NaN to ``missing_bin``, counted one edge at a time (``np.searchsorted``'s
+    side="left" bins)."""
+    bins = np.zeros(column.shape, np.uint8)
+    for edge in edges:
+        np.add(bins, column > edge, out=bins, casting="unsafe")
+    bins[np.isnan(column)] = missing_bin
+    return bins
+
+
 def _bin_column(edges: np.ndarray, column: np.ndarray) -> np.ndarray:
     """``np.searchsorted(edges, column, side="left")`` as u8, NaN (of either sign) to
     ``edges.size``: the number of edges strictly below each value.
 
-    For a long column, each value's top 16 bits of ``_host_order_key`` index a table of
-    how many edges lie below every key with those bits; where one edge shares them, the
-    value's key is compared with that edge's, and where several do, the value is
-    searched as before. The same bins, bit for bit (``tests/test_binning.py``). On
-    normal data with 255 edges about 28% of the values share their prefix with one edge
-    and 1% with several: the search, half of the binning's time before the comparison,
-    is left with few values (docs/benchmarks.md, levers table).
+    A short column is searched. A long one with few edges below +inf is binned by
+    comparisons with each (``_bins_by_comparison``); otherwise each of its values' top
+    16 bits of ``_host_order_key`` index a table of how many edges lie below every key
+    with those bits; where one edge shares them, the value's key is compared with that
+    edge's, and where several do, the value is searched as before. The same bins, bit
+    for bit (``tests/test_binning.py``). On normal data with 255 edges about 28% of the
+    values share their prefix with one edge and 1% with several: the search, half of the
+    binning's time before the comparison, is left with few values (docs/benchmarks.md,
+    levers table).
     """
     if column.size < _PREFIX_TABLE_MIN_ROWS:
         return np.searchsorted(edges, column, side="left")
+    below_inf = edges[edges < np.inf]
+    if below_inf.size <= min(_COMPARED_MAX_EDGES, column.size // _COMPARED_ROWS_PER_EDGE):
+        return _bins_by_comparison(below_inf, column, edges.size)
     edge_keys = _host_order_key(edges[~np.isnan(edges)])
     edge_prefixes = edge_keys >> _PREFIX_SHIFT
     edges_at = np.bincount(edge_prefixes, minlength=2 ** (32 - _PREFIX_SHIFT))
