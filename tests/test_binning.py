@@ -73,6 +73,38 @@ def test_few_distinct_values_cut_at_midpoints():
     assert_array_equal(table, reference.thresholds(X, 5))
 
 
+def test_few_valued_columns_are_cut_together_as_one_by_one(monkeypatch):
+    # Columns of up to 8 values, among them both signs of zero, subnormals, infinities,
+    # adjacent floats whose midpoint rounds up, one value, NaN; a continuous column and a
+    # mostly-zero one of more values than bins. Those cut together must get the cuts of
+    # the column-by-column path and of the float64 reference; the others are left to
+    # that path: more values in the first rows than sampled, more than bins, or cuts
+    # the flush band merges (subnormals 1 and 2 x 1e-40 both cut at 1.18e-38).
+    # (``_FEW_VALUES_SAMPLED_MAX`` 0 tries none.)
+    rng = np.random.default_rng(4)
+    n_rows, tiny = 3000, np.float32(1e-40)
+    lower = np.float32(1.0) + np.float32(2.0**-23)
+    values = [[0.0, 1.0], [-0.0, 0.0, 2.0], [-tiny, 0.0, tiny], [lower, np.nextafter(
+        lower, np.float32(2.0))], [-np.inf, 3.0, np.inf], [5.0], [0.0, tiny, 2 * tiny, 1.0],
+        list(range(8)), list(range(9)), [np.nan, 1.0, 2.0]]
+    columns = [rng.choice(np.array(v, np.float32), n_rows) for v in values]
+    columns += [rng.normal(size=n_rows),
+                np.where(rng.random(n_rows) < 0.2, rng.normal(size=n_rows), 0.0)]
+    columns[3][0], columns[3][1] = lower, np.nextafter(lower, np.float32(2.0))  # both there
+    block = np.stack(columns).astype(np.float32)
+    few = binning._few_valued_cut_points(block, N_BINS - 1)
+    assert sorted(few) == [0, 1, 2, 3, 4, 5, 7]
+    for i, cuts in few.items():
+        assert cuts.dtype == np.float32
+        assert_array_equal(cuts, binning._dense_cut_points(block[i], None, N_BINS - 1))
+    X = block.T.copy()
+    together = compute_thresholds(X, N_BINS)
+    monkeypatch.setattr(binning, "_FEW_VALUES_SAMPLED_MAX", 0)  # every column alone
+    assert_array_equal(together, compute_thresholds(X, N_BINS))
+    ordinary = [0, 1, 3, 5, 7, 8, 9, 10, 11]  # the float64 reference has no flush band
+    assert_array_equal(together[ordinary], reference.thresholds(X[:, ordinary], N_BINS))
+
+
 def test_adjacent_float32_values_get_separate_bins():
     lower = np.float32(1.0) + np.float32(2.0**-23)  # odd last bit: the midpoint rounds up
     upper = np.nextafter(lower, np.float32(2.0))

@@ -190,7 +190,10 @@ def compute_thresholds(X: np.ndarray, n_bins: int, sample_weight: np.ndarray | N
             cuts = [_sparse_cut_points(X, f, weights, n_value_bins) for f in features]
         else:  # contiguous copies of the columns: a strided column read a line per value
             block = np.ascontiguousarray(X[:, features.start:features.stop].T)
-            cuts = [_dense_cut_points(column, weights, n_value_bins) for column in block]
+            few = ({} if weights is not None or n_rows > _FEW_VALUES_MAX_ROWS
+                   else _few_valued_cut_points(block, n_value_bins))
+            cuts = [few[i] if i in few else _dense_cut_points(column, weights, n_value_bins)
+                    for i, column in enumerate(block)]
         for f, feature_cuts in zip(features, cuts, strict=True):
             thresholds[f, : feature_cuts.size] = feature_cuts
 
@@ -220,6 +223,52 @@ def _dense_cut_points(column: np.ndarray, weights: np.ndarray | None, n_value_bi
     zero_weight = weights.sum() - weights[rows].sum()
     return _cut_points(values[present], weights[rows[present]], n_value_bins,
                        (n_zeros, zero_weight))
+
+
+# Columns whose first rows hold at most this many distinct values (0/1, one-hot and
+# other few-valued columns) are tried by ``_few_valued_cut_points``: one sort of them
+# all, not about 30 NumPy calls per column (500 0/1 columns: 31 ms of cuts against 7
+# at 2,000 rows, 37 against 17 at 20,000). Up to this many rows: from 200,000 a sort of
+# every row cost more than sorting a mostly-zero column's other values alone (98
+# against 54 ms for 180 columns).
+_FEW_VALUES_SAMPLED_ROWS = 256
+_FEW_VALUES_SAMPLED_MAX = 8
+_FEW_VALUES_MAX_ROWS = 2**15
+
+
+def _few_valued_cut_points(block: np.ndarray, n_value_bins: int) -> dict[int, np.ndarray]:
+    """The cut points of the few-valued columns of ``block`` f32[k, N] (unweighted rows),
+    the columns of at most ``n_value_bins`` distinct values besides NaN: {column's index
+    in the block: its ``_cut_points``, the same floats}.
+
+    Those cuts are the midpoints of neighbouring distinct values (``cut_points_of_
+    distinct``), whatever their counts: found for every such column at once from one
+    sort of the columns whose first ``_FEW_VALUES_SAMPLED_ROWS`` rows hold at most
+    ``_FEW_VALUES_SAMPLED_MAX`` values. Columns found to hold more values, or whose cuts
+    the flush band (``_outside_flush_band``) would merge, are left out (cut one by one).
+    """
+    sample = np.sort(block[:, :_FEW_VALUES_SAMPLED_ROWS], axis=1)
+    sampled = 1 + np.count_nonzero(sample[:, 1:] != sample[:, :-1], axis=1)  # NaN: more
+    tried = np.flatnonzero(sampled <= _FEW_VALUES_SAMPLED_MAX)
+    if tried.size == 0:
+        return {}
+    ordered = np.sort(block[tried], axis=1)  # NaN last; -0.0 and 0.0 one value
+    starts = ~np.isnan(ordered)
+    starts[:, 1:] &= ordered[:, 1:] != ordered[:, :-1]
+    n_distinct = np.count_nonzero(starts, axis=1)
+    few = n_distinct <= n_value_bins
+    tried, ordered, starts, n_distinct = tried[few], ordered[few], starts[few], n_distinct[few]
+    at = np.flatnonzero(starts)
+    column, distinct = at // ordered.shape[1], ordered.ravel()[at]
+    pair = column[:-1] == column[1:]  # neighbouring distinct values of one column
+    lower = distinct[:-1][pair].astype(np.float64)
+    upper = distinct[1:][pair].astype(np.float64)
+    cuts = ((lower + upper) / 2).astype(FLOAT_DTYPE)
+    cuts = np.where(cuts >= upper.astype(FLOAT_DTYPE), lower.astype(FLOAT_DTYPE), cuts)
+    cuts = _outside_flush_band(cuts)
+    per_column = np.split(cuts, np.cumsum(np.maximum(n_distinct - 1, 0))[:-1])
+    return {int(i): c for i, c in zip(tried, per_column, strict=True)
+            if np.all(c[1:] > c[:-1])}
 
 
 def _sparse_cut_points(X, f: int, weights: np.ndarray | None, n_value_bins: int
