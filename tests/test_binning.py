@@ -97,6 +97,9 @@ def test_few_valued_columns_are_cut_together_as_one_by_one(monkeypatch):
     for i, cuts in few.items():
         assert cuts.dtype == np.float32
         assert_array_equal(cuts, binning._dense_cut_points(block[i], None, N_BINS - 1))
+    # Two values in the first rows and more than bins after them: tried, none found.
+    more = np.concatenate([np.zeros(256), np.arange(N_BINS)]).astype(np.float32)
+    assert binning._few_valued_cut_points(more[None], N_BINS - 1) == {}
     X = block.T.copy()
     together = compute_thresholds(X, N_BINS)
     monkeypatch.setattr(binning, "_FEW_VALUES_SAMPLED_MAX", 0)  # every column alone

@@ -257,6 +257,8 @@ def _few_valued_cut_points(block: np.ndarray, n_value_bins: int) -> dict[int, np
     starts[:, 1:] &= ordered[:, 1:] != ordered[:, :-1]
     n_distinct = np.count_nonzero(starts, axis=1)
     few = n_distinct <= n_value_bins
+    if not few.any():
+        return {}
     tried, ordered, starts, n_distinct = tried[few], ordered[few], starts[few], n_distinct[few]
     at = np.flatnonzero(starts)
     column, distinct = at // ordered.shape[1], ordered.ravel()[at]
