@@ -235,7 +235,8 @@ def test_the_chunk_leaves_its_products_to_xla_on_cpu(regression_data, monkeypatc
     if jax.default_backend() != "cpu":
         pytest.skip("an option of XLA:CPU's compilations")
     X, y = regression_data
-    assert chunk_compile.chunk_compiler_options("cpu") == chunk_compile.CPU_CHUNK_OPTIONS
+    wide = chunk_compile.WIDE_VECTOR_OPTIONS if chunk_compile.wide_vectors_measured() else ()
+    assert chunk_compile.chunk_compiler_options("cpu") == chunk_compile.CPU_CHUNK_OPTIONS + wide
     assert chunk_compile.chunk_compiler_options("gpu") == ()
     monkeypatch.setattr(chunk_compile, "_CHUNK_PROGRAMS", collections.OrderedDict())
     jaxgbt.fit("squared_error", X, y, **SMALL)
@@ -249,8 +250,36 @@ def test_the_chunk_leaves_its_products_to_xla_on_cpu(regression_data, monkeypatc
     assert _library_dots(product.compile(compiler_options=options).as_text()) == (0, 1)
     chunk_compile.chunk_compiler_options.cache_clear()
     monkeypatch.setenv("XLA_FLAGS", "--xla_cpu_experimental_ynn_fusion_type=dot")
+    try:  # the user's option is left to them, the others kept
+        assert chunk_compile.chunk_compiler_options("cpu") == wide
+    finally:
+        chunk_compile.chunk_compiler_options.cache_clear()
+
+
+def test_wide_vectors_only_where_measured(monkeypatch):
+    # 512-bit vectors were measured faster on an AMD processor with AVX-512 alone, for
+    # histograms of many bins: not without AVX-512, not on Intel's, not for few bins, and
+    # not where the user's XLA_FLAGS set the width.
+    def cpuinfo(vendor, flags):
+        first = f"processor\t: 0\nvendor_id\t: {vendor}\nflags\t\t: {flags}\n"
+        return first + "\nprocessor\t: 1\nvendor_id\t: AuthenticAMD\nflags\t\t: avx512f\n"
+    assert chunk_compile.wide_vectors_measured(cpuinfo("AuthenticAMD", "sse avx2 avx512f"))
+    assert not chunk_compile.wide_vectors_measured(cpuinfo("AuthenticAMD", "sse avx2"))
+    assert not chunk_compile.wide_vectors_measured(cpuinfo("GenuineIntel", "avx2 avx512f"))
+    assert not chunk_compile.wide_vectors_measured("")
+    if jax.default_backend() != "cpu":
+        return
+    monkeypatch.setattr(chunk_compile, "wide_vectors_measured", lambda: True)
+    chunk_compile.chunk_compiler_options.cache_clear()
     try:
-        assert chunk_compile.chunk_compiler_options("cpu") == ()
+        assert chunk_compile.chunk_compiler_options("cpu") == (
+            chunk_compile.CPU_CHUNK_OPTIONS + chunk_compile.WIDE_VECTOR_OPTIONS)
+        # Few bins (0/1 columns: 4) keep the default width: slower there at three classes.
+        few = chunk_compile.WIDE_VECTOR_MIN_BINS // 2
+        assert chunk_compile.chunk_compiler_options("cpu", few) == chunk_compile.CPU_CHUNK_OPTIONS
+        chunk_compile.chunk_compiler_options.cache_clear()
+        monkeypatch.setenv("XLA_FLAGS", "--xla_cpu_prefer_vector_width=256")
+        assert chunk_compile.chunk_compiler_options("cpu") == chunk_compile.CPU_CHUNK_OPTIONS
     finally:
         chunk_compile.chunk_compiler_options.cache_clear()
 

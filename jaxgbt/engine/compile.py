@@ -21,7 +21,7 @@ import numpy as np
 from jax.sharding import Mesh
 
 from jaxgbt.core.config import BoostConfig
-from jaxgbt.core.dtypes import BIN_DTYPE
+from jaxgbt.core.dtypes import BIN_DTYPE, MAX_BINS
 from jaxgbt.core.histogram import SparseEntries
 from jaxgbt.core.ordered import OrderedMargins
 from jaxgbt.core.round import (
@@ -107,27 +107,59 @@ def _compiled_chunk(config, mesh, params, data, raw, first_round, n_trees):
 # outputs) took 3-18% less time, 20,000 x 180 three classes 5% less, and 20,000 x 500,
 # 28 features from 200,000 rows and depthwise trees the same (docs/benchmarks.md,
 # "Products left to XLA:CPU's own loops").
-# An option of the chunk's compilation alone: every other program keeps XLA's defaults.
+# Options of the chunk's compilation alone: every other program keeps XLA's defaults.
 CPU_CHUNK_OPTIONS = (("xla_cpu_experimental_ynn_fusion_type", "LIBRARY_FUSION_TYPE_REDUCE"),)
+
+# XLA:CPU's loops use 256-bit vectors by default, also on processors with 512-bit ones
+# (AVX-512). On an AMD EPYC with AVX-512, 512-bit vectors made warm fits of 256 bins up
+# to 10% faster at 2,000 rows, 2-4% at 20,000 x 180 and 200,000 x 28 and the same at
+# 20,000 x 500, but fits of three classes on 0/1 columns (4 bins) 8-10% slower
+# (docs/benchmarks.md, "512-bit vectors"). So they are given from this many bins, where
+# the search's loops run over long bin axes. On Intel processors, some generations of
+# which lower their clock under 512-bit instructions (the reason for XLA's default),
+# they were not measured, and the default stays.
+WIDE_VECTOR_OPTIONS = (("xla_cpu_prefer_vector_width", 512),)
+WIDE_VECTOR_MIN_BINS = 64
+
+
+def wide_vectors_measured(cpuinfo: str | None = None) -> bool:
+    """Whether the processor is of the kind 512-bit vectors were measured faster on: an
+    AMD processor with AVX-512, from the text of Linux's /proc/cpuinfo (``cpuinfo``, or
+    the file; where it cannot be read, no)."""
+    if cpuinfo is None:
+        try:
+            with open("/proc/cpuinfo") as file:
+                cpuinfo = file.read(1 << 16)
+        except OSError:
+            return False
+    first = cpuinfo.split("\n\n")[0]  # the first processor's fields
+    fields = {name.strip(): value.split()
+              for name, value in (line.split(":", 1) for line in first.splitlines()
+                                  if ":" in line)}
+    return fields.get("vendor_id") == ["AuthenticAMD"] and "avx512f" in fields.get("flags", [])
 
 
 @functools.cache
-def chunk_compiler_options(platform: str) -> tuple:
-    """The options the chunk is compiled with on ``platform``, as (name, value) pairs:
-    ``CPU_CHUNK_OPTIONS`` on CPU, none elsewhere, and none where the user's XLA_FLAGS
-    set the same option or this XLA does not know it (the option is experimental: a
-    trivial program is compiled with it once, to ask)."""
+def chunk_compiler_options(platform: str, n_bins: int = MAX_BINS) -> tuple:
+    """The options a chunk of histograms of ``n_bins`` bins is compiled with on
+    ``platform``, as (name, value) pairs: ``CPU_CHUNK_OPTIONS`` on CPU, and
+    ``WIDE_VECTOR_OPTIONS`` from ``WIDE_VECTOR_MIN_BINS`` bins where they were measured
+    (``wide_vectors_measured``); none elsewhere. An option the user's XLA_FLAGS set is
+    left to them, and none is given where this XLA does not know them (one option is
+    experimental: a trivial program is compiled with them once, to ask)."""
     if platform != "cpu" or jax.default_backend() != "cpu":
         return ()
     flags = os.environ.get("XLA_FLAGS", "")
-    if any(name in flags for name, _ in CPU_CHUNK_OPTIONS):
+    wide = n_bins >= WIDE_VECTOR_MIN_BINS and wide_vectors_measured()
+    wanted = CPU_CHUNK_OPTIONS + (WIDE_VECTOR_OPTIONS if wide else ())
+    options = tuple((name, value) for name, value in wanted if name not in flags)
+    if not options:
         return ()
     try:
-        jax.jit(_identity).lower(np.float32(0)).compile(
-            compiler_options=dict(CPU_CHUNK_OPTIONS))
+        jax.jit(_identity).lower(np.float32(0)).compile(compiler_options=dict(options))
     except jax.errors.JaxRuntimeError:
         return ()
-    return CPU_CHUNK_OPTIONS
+    return options
 
 
 def _identity(x):
@@ -140,17 +172,18 @@ def _chunk_jit(options: tuple) -> Callable:
                    compiler_options=dict(options) or None)
 
 
-def compiled_chunk(mesh: Mesh | None = None, traced: bool = False) -> Callable:
+def compiled_chunk(mesh: Mesh | None = None, traced: bool = False,
+                   n_bins: int = MAX_BINS) -> Callable:
     """The chunk under ``jax.jit``, ``fn(config, mesh, params, data, raw, first_round,
-    n_trees)``, compiled with the options of the platform it runs on: the mesh's, or
-    the default backend's (``chunk_compiler_options``). With ``traced`` arguments (under
-    ``vmap`` or an outer ``jit``), where JAX takes compiler options only from the
-    outermost program, with XLA's defaults."""
+    n_trees)``, compiled with the options of the platform it runs on, the mesh's or the
+    default backend's, for histograms of ``n_bins`` bins (``chunk_compiler_options``).
+    With ``traced`` arguments (under ``vmap`` or an outer ``jit``), where JAX takes
+    compiler options only from the outermost program, with XLA's defaults."""
     if traced:
         return _chunk_jit(())
     platform = (mesh.devices.flat[0].platform if mesh is not None
                 else jax.default_backend())
-    return _chunk_jit(chunk_compiler_options(platform))
+    return _chunk_jit(chunk_compiler_options(platform, n_bins))
 
 
 # Chunks compiled ahead of time for fits outside any trace on one device, by
@@ -274,7 +307,7 @@ def chunk_program(config: BoostConfig, params: BoostParams, data: TrainData, raw
         # memory (about 100 MB at depth 6) then does not stay resident under the
         # training data. Only here: on a held program the calls cost a small fit 5%.
         release_free_heap()
-        program = compiled_chunk().lower(config, None, *args).compile()
+        program = compiled_chunk(n_bins=config.n_bins).lower(config, None, *args).compile()
         release_free_heap()
     with _CHUNK_PROGRAMS_LOCK:
         _CHUNK_PROGRAMS[key] = program
@@ -293,4 +326,4 @@ def chunk_runner(config: BoostConfig, params: BoostParams, data: TrainData, raw:
     traced = _any_traced(params, data, raw)
     if mesh is None and not traced:  # ``_ahead_of_time``
         return chunk_program(config, params, data, raw)
-    return functools.partial(compiled_chunk(mesh, traced), config, mesh)
+    return functools.partial(compiled_chunk(mesh, traced, config.n_bins), config, mesh)
