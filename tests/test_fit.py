@@ -280,6 +280,13 @@ def test_wide_vectors_only_where_measured(monkeypatch):
         chunk_compile.chunk_compiler_options.cache_clear()
         monkeypatch.setenv("XLA_FLAGS", "--xla_cpu_prefer_vector_width=256")
         assert chunk_compile.chunk_compiler_options("cpu") == chunk_compile.CPU_CHUNK_OPTIONS
+        # An option this XLA does not know is left out, the others kept.
+        monkeypatch.delenv("XLA_FLAGS")
+        chunk_compile.chunk_compiler_options.cache_clear()
+        monkeypatch.setattr(chunk_compile, "WIDE_VECTOR_OPTIONS",
+                            (("xla_cpu_no_such_option", 512),))
+        assert not chunk_compile._known_option("xla_cpu_no_such_option", 512)
+        assert chunk_compile.chunk_compiler_options("cpu") == chunk_compile.CPU_CHUNK_OPTIONS
     finally:
         chunk_compile.chunk_compiler_options.cache_clear()
 

@@ -145,21 +145,25 @@ def chunk_compiler_options(platform: str, n_bins: int = MAX_BINS) -> tuple:
     ``platform``, as (name, value) pairs: ``CPU_CHUNK_OPTIONS`` on CPU, and
     ``WIDE_VECTOR_OPTIONS`` from ``WIDE_VECTOR_MIN_BINS`` bins where they were measured
     (``wide_vectors_measured``); none elsewhere. An option the user's XLA_FLAGS set is
-    left to them, and none is given where this XLA does not know them (one option is
-    experimental: a trivial program is compiled with them once, to ask)."""
+    left to them, and one this XLA does not know is not given (one is experimental: a
+    trivial program is compiled with each once, to ask: ``_known_option``)."""
     if platform != "cpu" or jax.default_backend() != "cpu":
         return ()
     flags = os.environ.get("XLA_FLAGS", "")
     wide = n_bins >= WIDE_VECTOR_MIN_BINS and wide_vectors_measured()
     wanted = CPU_CHUNK_OPTIONS + (WIDE_VECTOR_OPTIONS if wide else ())
-    options = tuple((name, value) for name, value in wanted if name not in flags)
-    if not options:
-        return ()
+    return tuple(option for option in wanted
+                 if option[0] not in flags and _known_option(*option))
+
+
+@functools.cache
+def _known_option(name: str, value) -> bool:
+    """Whether this XLA compiles a program with the option ``name`` set to ``value``."""
     try:
-        jax.jit(_identity).lower(np.float32(0)).compile(compiler_options=dict(options))
+        jax.jit(_identity).lower(np.float32(0)).compile(compiler_options={name: value})
     except jax.errors.JaxRuntimeError:
-        return ()
-    return options
+        return False
+    return True
 
 
 def _identity(x):
