@@ -487,8 +487,8 @@ def _host_order_key(values: np.ndarray) -> np.ndarray:
 # their edges are +inf padding) is binned by one comparison of the whole column per
 # edge, not through the table, whose building alone takes about 0.1 ms: at 20,000 rows
 # and one edge 3.5 us against 150, at 16,384 rows and 16 edges 39 against 134, at
-# 200,000 rows and 64 edges 1.0 ms against 2.7. Past this many rows per edge, or this
-# many edges, the comparisons cost more. (Shorter columns are searched: there the
+# 200,000 rows and 64 edges 1.0 ms against 2.7. With fewer rows per edge than this, or
+# more edges, the comparisons cost more. (Shorter columns are searched: there the
 # comparisons' several NumPy calls per column, under two threads, were as slow.)
 _COMPARED_ROWS_PER_EDGE = 500
 _COMPARED_MAX_EDGES = 64
