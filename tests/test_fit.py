@@ -285,7 +285,7 @@ def test_wide_vectors_only_where_measured(monkeypatch):
         chunk_compile.chunk_compiler_options.cache_clear()
         monkeypatch.setattr(chunk_compile, "WIDE_VECTOR_OPTIONS",
                             (("xla_cpu_no_such_option", 512),))
-        assert not chunk_compile._known_option("xla_cpu_no_such_option", 512)
+        assert not chunk_compile._known_options((("xla_cpu_no_such_option", 512),))
         assert chunk_compile.chunk_compiler_options("cpu") == chunk_compile.CPU_CHUNK_OPTIONS
     finally:
         chunk_compile.chunk_compiler_options.cache_clear()

@@ -146,21 +146,24 @@ def chunk_compiler_options(platform: str, n_bins: int = MAX_BINS) -> tuple:
     ``WIDE_VECTOR_OPTIONS`` from ``WIDE_VECTOR_MIN_BINS`` bins where they were measured
     (``wide_vectors_measured``); none elsewhere. An option the user's XLA_FLAGS set is
     left to them, and one this XLA does not know is not given (one is experimental: a
-    trivial program is compiled with each once, to ask: ``_known_option``)."""
+    trivial program is compiled with them once, to ask: ``_known_options``)."""
     if platform != "cpu" or jax.default_backend() != "cpu":
         return ()
     flags = os.environ.get("XLA_FLAGS", "")
     wide = n_bins >= WIDE_VECTOR_MIN_BINS and wide_vectors_measured()
     wanted = CPU_CHUNK_OPTIONS + (WIDE_VECTOR_OPTIONS if wide else ())
-    return tuple(option for option in wanted
-                 if option[0] not in flags and _known_option(*option))
+    options = tuple(option for option in wanted if option[0] not in flags)
+    if len(options) > 1 and _known_options(options):  # one probe where all are known
+        return options
+    return tuple(option for option in options if _known_options((option,)))
 
 
 @functools.cache
-def _known_option(name: str, value) -> bool:
-    """Whether this XLA compiles a program with the option ``name`` set to ``value``."""
+def _known_options(options: tuple) -> bool:
+    """Whether this XLA compiles a program with ``options``, (name, value) pairs (a
+    trivial program: about 25 ms in a fresh process)."""
     try:
-        jax.jit(_identity).lower(np.float32(0)).compile(compiler_options={name: value})
+        jax.jit(_identity).lower(np.float32(0)).compile(compiler_options=dict(options))
     except jax.errors.JaxRuntimeError:
         return False
     return True
