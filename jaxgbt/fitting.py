@@ -325,7 +325,8 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
     check_fit_memory(data.n_rows, data.n_bin_rows, config.n_bins, depth, n_outputs,
                      [jax.devices()[0]] if mesh is None else list(mesh.local_devices),
                      ordered=config.ordered, gathered_rows=config.sample_capacity,
-                     statistic_orders=config.statistic_orders)
+                     statistic_orders=config.statistic_orders,
+                     statistic_columns=len(config.statistic_columns))
     # device_put, not jnp.asarray: on jax 0.10 the latter compiles a copy for every new
     # row count, a program of its own that fits in one row bucket would not share.
     train_data = TrainData(bins=None, y=jax.tree.map(jax.device_put, data.y),

@@ -235,6 +235,13 @@ def test_orders_past_the_trees_are_not_drawn_and_their_margins_are_counted():
     one = estimate_fit_memory(1000, 10, 64, 6, 2)
     several = estimate_fit_memory(1000, 10, 64, 6, 2, statistic_orders=8)
     assert several.rows - one.rows == 1000 * 8 * (1 + 2 * 2) * 4
+    # The histograms are those of the F columns the trees split on, not of every order's
+    # rows of the binned matrix (F + (P - 1) C); the binned matrix holds those rows and
+    # the round's copy of the F columns of its order.
+    orders = estimate_fit_memory(1000, 10 + 7 * 3, 64, 6, 2, statistic_orders=8,
+                                 statistic_columns=3)
+    assert orders.histograms == one.histograms
+    assert orders.binned == (10 + 7 * 3 + 10) * 1000
 
 
 def test_distributed_fits_keep_one_order():

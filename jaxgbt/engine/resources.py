@@ -54,25 +54,29 @@ class FitMemory(NamedTuple):
 def estimate_fit_memory(n_rows: int, n_features: int, n_bins: int, depth: int, n_outputs: int,
                         n_devices: int = 1, ordered: bool = False,
                         gathered_rows: int | None = None,
-                        statistic_orders: int = 1) -> FitMemory:
+                        statistic_orders: int = 1, statistic_columns: int = 0) -> FitMemory:
     """Bytes on each device for a fit of this size (rows split evenly over devices);
     ``n_features``: the rows of the binned matrix; ``ordered``: with ordered boosting's
     second margins and prefix sums; ``gathered_rows``: the slots a sampled round gathers
     its drawn rows into (``sampling.sample_capacity``), whose bins and (g, h) each round
-    copies; ``statistic_orders``: P, each with its own margins."""
+    copies; ``statistic_orders``: P, each with its own margins and, after the columns
+    the trees split on, its own ``statistic_columns`` rows of the binned matrix (C; a
+    round copies the columns of the order it grows its tree on)."""
     rows = -(-n_rows // n_devices)
+    split_features = n_features - (statistic_orders - 1) * statistic_columns
     binned = n_features * rows * BIN_DTYPE().itemsize
     row_state = rows * (_ROW_FLOATS + _ROW_FLOATS_PER_OUTPUT * n_outputs) * _FLOAT_BYTES
     if gathered_rows is not None:
-        row_state += gathered_rows * (n_features * BIN_DTYPE().itemsize
+        row_state += gathered_rows * (split_features * BIN_DTYPE().itemsize
                                       + (2 + 2 * n_outputs) * _FLOAT_BYTES)
     if statistic_orders > 1:
+        binned += split_features * rows * BIN_DTYPE().itemsize
         row_state += rows * statistic_orders * (
             _ORDER_ROW_FLOATS + _ORDER_ROW_FLOATS_PER_OUTPUT * n_outputs) * _FLOAT_BYTES
     if ordered:
         row_state += rows * (_ORDERED_ROW_FLOATS + block_size(2**depth)
                              + _ORDERED_ROW_FLOATS_PER_OUTPUT * n_outputs) * _FLOAT_BYTES
-    histogram = n_features * 2 ** (depth - 1) * n_bins * 2 * n_outputs * _FLOAT_BYTES
+    histogram = split_features * 2 ** (depth - 1) * n_bins * 2 * n_outputs * _FLOAT_BYTES
     return FitMemory(binned, row_state, _HISTOGRAM_COPIES * histogram)
 
 
@@ -101,13 +105,14 @@ def _gib(n_bytes: int) -> str:
 
 def check_fit_memory(n_rows: int, n_features: int, n_bins: int, depth: int, n_outputs: int,
                      devices: list[jax.Device], ordered: bool = False,
-                     gathered_rows: int | None = None, statistic_orders: int = 1) -> FitMemory:
+                     gathered_rows: int | None = None, statistic_orders: int = 1,
+                     statistic_columns: int = 0) -> FitMemory:
     """Raises MemoryError when the estimate exceeds the smallest free memory of ``devices``.
 
     Host CPU devices share one memory, so their estimates add up.
     """
     need = estimate_fit_memory(n_rows, n_features, n_bins, depth, n_outputs, len(devices),
-                               ordered, gathered_rows, statistic_orders)
+                               ordered, gathered_rows, statistic_orders, statistic_columns)
     free = [available_bytes(d) for d in devices]
     if any(f is None for f in free):
         return need
@@ -117,9 +122,10 @@ def check_fit_memory(n_rows: int, n_features: int, n_bins: int, depth: int, n_ou
     if total_need <= room:
         return need
     if need.histograms >= max(need.binned, need.rows):
-        advice = (f"the histograms ({_gib(need.histograms)} per device: {n_features} features x "
-                  f"2**{depth - 1} nodes x {n_bins} bins x {n_outputs} output(s)) dominate; "
-                  "lower depth (each level less halves them) or n_bins")
+        split_features = n_features - (statistic_orders - 1) * statistic_columns
+        advice = (f"the histograms ({_gib(need.histograms)} per device: {split_features} "
+                  f"features x 2**{depth - 1} nodes x {n_bins} bins x {n_outputs} output(s)) "
+                  "dominate; lower depth (each level less halves them) or n_bins")
     else:
         advice = (f"the binned data and per-row state ({_gib(need.binned + need.rows)} per device "
                   f"for {n_rows} rows) dominate; use fewer rows or features, or split the rows "
