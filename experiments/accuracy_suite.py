@@ -67,7 +67,8 @@ ANCHOR_TITLES = {"xgboost": "XGBoost", "lightgbm": "LightGBM", "catboost": "CatB
                  "sklearn-hgb": "sklearn HGB"}
 # jaxgbt.fit settings that act only on categorical columns: a variant of these alone is the
 # defaults' model on a set without categorical columns, so it is not fitted there
-CATEGORICAL_SETTINGS = {"one_hot_max_size", "categorical_pairs", "statistic_orders"}
+CATEGORICAL_SETTINGS = {"one_hot_max_size", "categorical_pairs", "statistic_orders",
+                        "target_statistic"}
 VERDICT_WORDS = {"win": "better", "tie": "level", "loss": "worse"}
 
 

@@ -18,6 +18,7 @@ from jaxgbt import spec
 from jaxgbt.core.config import BoostConfig, Boosting, GrowPolicy, ScoreFunction
 from jaxgbt.core.ordered import compiled_row_order
 from jaxgbt.core.round import BoostParams, TrainData
+from jaxgbt.data import categorical
 from jaxgbt.data import validation as check
 from jaxgbt.data.binning import apply_bins, bin_groups
 from jaxgbt.data.chunks import ChunkedData, read_chunked
@@ -68,7 +69,8 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
         colsample_bylevel=1.0, colsample_bynode=1.0,
         monotone_constraints=None, interaction_constraints=None, categorical_features=None,
         one_hot_max_size: int | None = None, statistic_orders: int | None = None,
-        eval_set=None, eval_metric=None, early_stopping_rounds: int | None = None,
+        target_statistic: str = "borders", eval_set=None, eval_metric=None,
+        early_stopping_rounds: int | None = None,
         callbacks: Sequence = (), verbose: int = 0,
         init_model: Booster | None = None,
         devices: "str | Sequence[jax.Device] | None" = None, checkpoint_path=None,
@@ -203,6 +205,12 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
         ``categorical.STATISTIC_ORDER_CELLS`` / N (each round costs P x N more). At
         most ``n_trees``; 1 with ``boosting="ordered"`` or ``distributed=True``. Only
         fits with a target-statistic column read it. See docs/training.md.
+      target_statistic: what a target-statistic column holds. ``"borders"`` (default,
+        CatBoost's default "Borders" statistic): the share of the category's rows in
+        each class under the priors 0, 0.5 and 1, three columns per class; a 0/1 label
+        is one class, a class index K classes, any other label (regression, counts)
+        the class "above the label's median". ``"mean"``: the category's mean label,
+        smoothed towards the overall mean, one column (per class for a class index).
       eval_set: validation sets, a list of ``(X, y)``, ``(X, y, sample_weight)`` or dicts
         with keys X, y and optionally sample_weight, group, name. Each is scored after
         every round; the model's ``history`` holds the scores.
@@ -264,6 +272,7 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
     leaf_budget = spec.leaf_budget(max_leaves, grow_policy, depth)
     spec.check_mode(boosting, "boosting", Boosting)
     spec.check_mode(score_function, "score_function", ScoreFunction)
+    categorical.check_target_statistic(target_statistic)
     leaf_newton_steps = spec.check_leaf_newton_steps(leaf_newton_steps, objective)
     data = _training_rows(X, y, sample_weight=sample_weight, group=group,
                           categorical_features=categorical_features, objective=objective,
@@ -282,7 +291,7 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
     orders = spec.statistic_orders(statistic_orders, n_trees, data.n_rows, boosting,
                                    distributed)
     data = _encoded(data, distributed, objective, vector_output, n_outputs, one_hot_max_size,
-                    seed, init_model, orders)
+                    seed, init_model, orders, target_statistic)
     monotone, interactions = spec.encoded_constraints(data.encoder, monotone_constraints,
                                                       interaction_constraints)
     row_sampling, column_sampling = spec.sampling_methods(
@@ -400,14 +409,15 @@ def _check_distributed(distributed, data: Dataset, devices, init_model, checkpoi
 
 
 def _encoded(data: Dataset, distributed: bool, objective, vector_output, n_outputs,
-             one_hot_max_size, seed, init_model, statistic_orders: int = 1) -> Dataset:
+             one_hot_max_size, seed, init_model, statistic_orders: int = 1,
+             target_statistic: str = "borders") -> Dataset:
     """The rows with categorical columns encoded: by this process's rows, or with
     ``distributed`` as one process encodes every process's rows."""
     if distributed and init_model is None:  # a continued model's encoder is kept
         return encoded_everywhere(data, objective, vector_output, n_outputs,
-                                  one_hot_max_size, seed)
+                                  one_hot_max_size, seed, target_statistic)
     return data.encoded(objective, vector_output, n_outputs, one_hot_max_size, seed, init_model,
-                        statistic_orders)
+                        statistic_orders, target_statistic)
 
 
 def _row_mesh(devices, distributed: bool, objective: Objective, kind):

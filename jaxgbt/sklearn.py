@@ -47,7 +47,7 @@ _FIT_SETTINGS = (
     "goss_top_rate",
     "goss_other_rate", "colsample_bytree", "colsample_bylevel", "colsample_bynode",
     "monotone_constraints", "interaction_constraints", "one_hot_max_size",
-    "statistic_orders", "verbose", "devices")
+    "statistic_orders", "target_statistic", "verbose", "devices")
 
 
 def _is_frame(X) -> bool:
@@ -77,7 +77,7 @@ class _JaxGBTModel(BaseEstimator):
                  colsample_bylevel=1.0, colsample_bynode=1.0, monotone_constraints=None,
                  interaction_constraints=None,
                  one_hot_max_size: int | None = None, statistic_orders: int | None = None,
-                 verbose: int = 0, devices=None):
+                 target_statistic: str = "borders", verbose: int = 0, devices=None):
         self.loss = loss
         self.n_trees = n_trees
         self.depth = depth
@@ -111,6 +111,7 @@ class _JaxGBTModel(BaseEstimator):
         self.interaction_constraints = interaction_constraints
         self.one_hot_max_size = one_hot_max_size
         self.statistic_orders = statistic_orders
+        self.target_statistic = target_statistic
         self.verbose = verbose
         self.devices = devices
 

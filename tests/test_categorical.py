@@ -136,6 +136,48 @@ def test_ordered_statistics_match_a_row_by_row_reference(monkeypatch, batch_cell
     np.testing.assert_allclose(table[n + 1], prior)  # unseen
 
 
+def test_borders_take_the_label_as_classes_under_three_priors():
+    """``statistic_labels`` against a float64 reference: a 0/1 column as it is, any other
+    column above its median or not (ties at the median below it), each repeated per prior."""
+    rng = np.random.default_rng(2)
+    n_rows = 40
+    weight = rng.random(n_rows)
+    counts = rng.integers(0, 4, n_rows).astype(np.float64)  # ties at the median
+    binary = (rng.random(n_rows) < 0.3).astype(np.float64)
+    targets = np.c_[counts, binary, rng.normal(size=n_rows)]
+    labels, priors = categorical.statistic_labels(targets, weight, categorical.BORDERS)
+    classes = np.c_[counts > np.sort(counts)[19:21].mean(), binary,
+                    targets[:, 2] > np.median(targets[:, 2])]
+    np.testing.assert_array_equal(labels, np.c_[classes, classes, classes])
+    np.testing.assert_array_equal(priors, [0, 0, 0, 0.5, 0.5, 0.5, 1, 1, 1])
+    assert 0 < classes[:, 0].sum() < n_rows and labels.dtype == np.float64
+    mean_labels, mean_priors = categorical.statistic_labels(targets, weight, categorical.MEAN)
+    np.testing.assert_array_equal(mean_labels, targets)
+    np.testing.assert_allclose(mean_priors, weight @ targets / weight.sum(), rtol=1e-12)
+
+
+def test_borders_encode_a_regression_column_as_shares_above_the_median():
+    """The prediction statistics of a fitted encoder: per category, the share of its rows
+    above the label's median, smoothed towards each prior with weight 1."""
+    rng = np.random.default_rng(4)
+    n_rows = 300
+    code = rng.integers(0, 6, n_rows).astype(np.float32)
+    code[:15] = np.nan
+    y = code + rng.normal(size=n_rows)
+    y[:15] = 9.0
+    X = np.c_[rng.normal(size=n_rows), code].astype(np.float32)
+    model = jaxgbt.fit("squared_error", X, y, categorical_features=[1], **FIT)
+    above = (y > np.median(y.astype(np.float64))).astype(np.float64)
+    rows = np.array([[0, c] for c in range(6)] + [[0, np.nan], [0, 17]], np.float32)
+    expected = []
+    for c in [*range(6), None]:
+        at = np.isnan(code) if c is None else code == c
+        expected.append([(above[at].sum() + p) / (at.sum() + 1.0) for p in (0, 0.5, 1)])
+    expected.append([0.0, 0.5, 1.0])  # a category training never saw: the priors
+    np.testing.assert_allclose(model.encoder.transform(rows)[:, 1:], expected, rtol=1e-6)
+    assert model.n_split_features == 1 + 3
+
+
 @pytest.mark.parametrize("rows_per_id", [1, 4])
 def test_ordered_statistics_do_not_leak_while_a_naive_mean_does(rows_per_id):
     """An id column without signal: with ordered statistics the model scores on held-out
@@ -178,11 +220,12 @@ def test_low_cardinality_columns_are_one_hot(frame_model):
     encoder = model.encoder
     assert [c.kind for c in encoder.columns] == ["numeric", "target", "one_hot"]
     assert encoder.labels[2] == ("large", "small")
-    assert encoder.n_encoded == model.n_split_features == 1 + 1 + 2
+    # colour: three statistics (borders of a 0/1 label: priors 0, 0.5 and 1); size: two 0/1
+    assert encoder.n_encoded == model.n_split_features == 1 + 3 + 2
     encoded = encoder.transform(frame)
-    np.testing.assert_array_equal(encoded[:, 2:], np.c_[frame["size"] == "large",
+    np.testing.assert_array_equal(encoded[:, 4:], np.c_[frame["size"] == "large",
                                                         frame["size"] == "small"])
-    assert encoder.encoded_columns(2) == range(2, 4)
+    assert encoder.encoded_columns(2) == range(4, 6)
     # One 0/1 column per category, and one for missing values when training had them.
     X = np.array([[0.0, 1.0], [1.0, np.nan], [0.0, 2.0], [1.0, 7.0]] * 4, np.float32)
     y = np.arange(16, dtype=np.float32) % 2
@@ -200,7 +243,8 @@ def test_unseen_and_missing_categories_take_the_prior_and_missing_paths():
     code[:20] = np.nan
     X = np.c_[rng.normal(size=n_rows), code].astype(np.float32)
     y = (code == 3) + (np.isnan(code) * 2.0) + rng.normal(size=n_rows) * 0.1
-    model = jaxgbt.fit("squared_error", X, y, categorical_features=[1], **FIT)
+    model = jaxgbt.fit("squared_error", X, y, categorical_features=[1],
+                       target_statistic="mean", **FIT)
     encoder = model.encoder
     assert encoder.columns[1].kind == categorical.TARGET
     prior = y.astype(np.float32).mean()
@@ -216,7 +260,8 @@ def test_unseen_and_missing_categories_take_the_prior_and_missing_paths():
     assert prediction[0] > prediction[1] + 0.5
     # Missing at predict time, in a column whose training had none, is unseen: the prior.
     X_full = X[20:]
-    full = jaxgbt.fit("squared_error", X_full, y[20:], categorical_features=[1], **FIT)
+    full = jaxgbt.fit("squared_error", X_full, y[20:], categorical_features=[1],
+                      target_statistic="mean", **FIT)
     np.testing.assert_allclose(full.encoder.transform(rows[:2])[:, 1],
                                y[20:].astype(np.float32).mean(), rtol=1e-5)
 
@@ -285,13 +330,13 @@ def test_numeric_codes_mixed_labels_and_numpy_object_arrays(tmp_path):
 # Other targets, training options -----------------------------------------------------------
 
 
-def test_softmax_gets_one_statistic_per_class():
+def test_softmax_gets_a_statistic_per_class_and_prior():
     rng = np.random.default_rng(3)
     code = rng.integers(0, 12, 256).astype(np.float32)
     X = np.c_[rng.normal(size=256), code].astype(np.float32)
     y = (code % 3).astype(np.float32)
     model = jaxgbt.fit("softmax", X, y, categorical_features=[1], **FIT)
-    assert model.encoder.n_targets == 3 and model.n_split_features == 4
+    assert model.encoder.n_targets == 3 * 3 and model.n_split_features == 1 + 9
     accuracy = (np.asarray(model.predict(X)).argmax(axis=1) == y).mean()
     assert accuracy > 0.95
 
@@ -307,7 +352,8 @@ def test_eval_set_constraints_and_vmap_use_the_raw_columns(frame_model):
                        **FIT)
     for tree, gain in zip(np.asarray(alone.feature), np.asarray(alone.split_gain), strict=True):
         used = {int(f) for f, g in zip(tree, gain, strict=True) if g > 0}
-        assert used <= {0} or used <= {1, 2, 3}, used
+        assert used <= {0} or used <= {*alone.encoder.encoded_columns(1),
+                                       *alone.encoder.encoded_columns(2)}, used
     codes = model.encoder.to_codes(frame)
     many = jaxgbt.fit_many("logistic", codes, y, params={"learning_rate": [0.1, 0.3]},
                            categorical_features=[1, 2], **FIT)
@@ -324,6 +370,8 @@ def test_eval_set_constraints_and_vmap_use_the_raw_columns(frame_model):
     (dict(categorical_features="all"), ValueError, "use None, 'auto'"),
     (dict(categorical_features=3), TypeError, "must be None, 'auto' or a list"),
     (dict(categorical_features=[1], one_hot_max_size=-1), ValueError, "one_hot_max_size"),
+    (dict(categorical_features=[1], target_statistic="Borders"), ValueError,
+     "target_statistic='Borders' is not allowed; use one of 'borders', 'mean'"),
     (dict(categorical_features=[1], monotone_constraints=[0, 1, 0]), ValueError,
      r"features \[1\] are categorical"),
     (dict(categorical_features=[1], sample_weight=jnp.ones(256)), None, None),
@@ -443,13 +491,13 @@ def _set(entry: int, key: str, value):
     (dict(categories=np.array([0, 1, 2, 3, 4, 5, 6, 8, 0, 1], np.float32)),
      "must be 0, 1, ..., 7"),
     (dict(categories=np.full(10, np.nan, np.float32)), "must be finite"),
-    (dict(category_stats=np.full((10, 1), np.inf, np.float32)), "must be finite"),
+    (dict(category_stats=np.full((10, 3), np.inf, np.float32)), "must be finite"),
     (dict(labels=[list("abcdefgh"), ["a", "a"]]), "distinct"),
     (dict(labels=[list("abcdefgh"), ["a", True]]), "strings or finite numbers"),
     (dict(labels=[list("abcdefg"), ["a", "b"]]), "of sizes"),
     (dict(labels={"a": 1}), "of sizes"),
-    (dict(feature=np.full((SMALL["n_trees"], SMALL["depth"]), 4, np.int32)),
-     r"feature indices must lie in \[0, 4\)"),
+    (dict(feature=np.full((SMALL["n_trees"], SMALL["depth"]), 6, np.int32)),
+     r"feature indices must lie in \[0, 6\)"),
 ])
 def test_loader_rejects_inconsistent_categorical_files(saved, edit, match):
     members, rows, target = saved
@@ -467,8 +515,10 @@ def test_loader_needs_labels_json_and_reads_files_without_an_encoder(saved):
     header = json.loads(plain["header.json"])
     del header["categorical"]
     plain["header.json"] = json.dumps(header).encode()
-    assert _load_or_reject(plain, rows, target) == "loaded"  # as a model without categories
-    # ... unless its trees split on encoded column 3, which 3 raw columns do not have.
+    # As a model without categories, where its trees split on the first 3 columns ...
+    plain["feature.npy"] = _npy(np.zeros((SMALL["n_trees"], SMALL["depth"]), np.int32))
+    assert _load_or_reject(_rehashed(plain), rows, target) == "loaded"
+    # ... but not where they split on encoded column 3, which 3 raw columns do not have.
     plain["feature.npy"] = _npy(np.full((SMALL["n_trees"], SMALL["depth"]), 3, np.int32))
     assert "feature indices" in _load_or_reject(_rehashed(plain), rows, target)
 

@@ -414,7 +414,8 @@ class ChunkedDataset(Dataset):
         return len(self.summaries)
 
     def encoded(self, objective, vector_output: bool, n_outputs: int, one_hot_max_size,
-                seed, init_model=None, statistic_orders: int = 1) -> "ChunkedDataset":
+                seed, init_model=None, statistic_orders: int = 1,
+                target_statistic: str = "borders") -> "ChunkedDataset":
         return self  # number columns only: nothing to encode
 
     def sparse_group(self, thresholds: np.ndarray) -> None:

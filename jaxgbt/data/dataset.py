@@ -126,12 +126,14 @@ class Dataset:
         return cls(X, y, weight, group_index, group_mask, declared, feature_names=names)
 
     def encoded(self, objective, vector_output: bool, n_outputs: int, one_hot_max_size,
-                seed, init_model=None, statistic_orders: int = 1) -> "Dataset":
+                seed, init_model=None, statistic_orders: int = 1,
+                target_statistic: str = categorical.BORDERS) -> "Dataset":
         """The rows with categorical columns encoded (``categorical.fit_encoder``).
 
         Args:
           one_hot_max_size: an int, or None for ``categorical.default_one_hot_max_size``.
           statistic_orders: P, the orders of the rows target statistics are drawn under.
+          target_statistic: which statistics (``categorical.statistic_labels``).
           init_model: the model this fit continues, or None. Its encoder, when it has
             one, encodes the rows (read as its codes by ``read``): its trees' thresholds
             hold for its statistics only, so they are not fitted again on these rows.
@@ -157,7 +159,7 @@ class Dataset:
         # A traced seed (vmap over seeds) cannot draw host permutations: they use seed 0.
         encoder, X, others = categorical.fit_encoder(
             self.declared, self.X, targets, why, self.weight, one_hot_max_size,
-            0 if check.is_traced(seed) else seed, statistic_orders)
+            0 if check.is_traced(seed) else seed, statistic_orders, target_statistic)
         return dataclasses.replace(self, X=X, encoder=encoder, order_statistics=others)
 
     def thresholds(self, n_bins: int, seed) -> np.ndarray:

@@ -363,7 +363,8 @@ def merged_declared(declared: categorical.Declared, X: np.ndarray
 
 
 def encoded_everywhere(data: Dataset, objective, vector_output: bool, n_outputs: int,
-                       one_hot_max_size, seed: int) -> Dataset:
+                       one_hot_max_size, seed: int,
+                       target_statistic: str = categorical.BORDERS) -> Dataset:
     """``Dataset.encoded`` over every process's rows: this process's rows encoded
     f32[N_p, F_enc] by an Encoder that is the same on every process.
 
@@ -398,7 +399,8 @@ def encoded_everywhere(data: Dataset, objective, vector_output: bool, n_outputs:
     all_X[:, columns] = gathered[0]
     all_targets = gathered[2] if targets is not None else None
     encoder, all_encoded, _ = categorical.fit_encoder(declared, all_X, all_targets, why,
-                                                      gathered[1], one_hot_max_size, seed)
+                                                      gathered[1], one_hot_max_size, seed,
+                                                      statistic=target_statistic)
     encoded = encoder.encoded_rows(np.asarray(X, FLOAT_DTYPE))
     for j in columns:  # the categorical columns' encoded values of this process's rows
         at = list(encoder.encoded_columns(j))
