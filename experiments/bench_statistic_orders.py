@@ -10,7 +10,7 @@ times jaxgbt's first fit (compile included) and a second fit in the same process
 row count and each P of ``orders`` (``0``: the default, a new order per tree within
 ``categorical.STATISTIC_ORDER_CELLS``), against LightGBM and CatBoost with their native
 categorical columns at the same budget and threads, and prints one table.
-``target_statistic`` picks the statistics (``"borders"``, the default, or ``"mean"``).
+``target_statistic`` picks the statistics (``"mean"``, the default, or ``"borders"``).
 """
 
 import numpy as np

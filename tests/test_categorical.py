@@ -166,7 +166,8 @@ def test_borders_encode_a_regression_column_as_shares_above_the_median():
     y = code + rng.normal(size=n_rows)
     y[:15] = 9.0
     X = np.c_[rng.normal(size=n_rows), code].astype(np.float32)
-    model = jaxgbt.fit("squared_error", X, y, categorical_features=[1], **FIT)
+    model = jaxgbt.fit("squared_error", X, y, categorical_features=[1],
+                       target_statistic="borders", **FIT)
     above = (y > np.median(y.astype(np.float64))).astype(np.float64)
     rows = np.array([[0, c] for c in range(6)] + [[0, np.nan], [0, 17]], np.float32)
     expected = []
@@ -220,12 +221,11 @@ def test_low_cardinality_columns_are_one_hot(frame_model):
     encoder = model.encoder
     assert [c.kind for c in encoder.columns] == ["numeric", "target", "one_hot"]
     assert encoder.labels[2] == ("large", "small")
-    # colour: three statistics (borders of a 0/1 label: priors 0, 0.5 and 1); size: two 0/1
-    assert encoder.n_encoded == model.n_split_features == 1 + 3 + 2
+    assert encoder.n_encoded == model.n_split_features == 1 + 1 + 2
     encoded = encoder.transform(frame)
-    np.testing.assert_array_equal(encoded[:, 4:], np.c_[frame["size"] == "large",
+    np.testing.assert_array_equal(encoded[:, 2:], np.c_[frame["size"] == "large",
                                                         frame["size"] == "small"])
-    assert encoder.encoded_columns(2) == range(4, 6)
+    assert encoder.encoded_columns(2) == range(2, 4)
     # One 0/1 column per category, and one for missing values when training had them.
     X = np.array([[0.0, 1.0], [1.0, np.nan], [0.0, 2.0], [1.0, 7.0]] * 4, np.float32)
     y = np.arange(16, dtype=np.float32) % 2
@@ -243,8 +243,7 @@ def test_unseen_and_missing_categories_take_the_prior_and_missing_paths():
     code[:20] = np.nan
     X = np.c_[rng.normal(size=n_rows), code].astype(np.float32)
     y = (code == 3) + (np.isnan(code) * 2.0) + rng.normal(size=n_rows) * 0.1
-    model = jaxgbt.fit("squared_error", X, y, categorical_features=[1],
-                       target_statistic="mean", **FIT)
+    model = jaxgbt.fit("squared_error", X, y, categorical_features=[1], **FIT)
     encoder = model.encoder
     assert encoder.columns[1].kind == categorical.TARGET
     prior = y.astype(np.float32).mean()
@@ -260,8 +259,7 @@ def test_unseen_and_missing_categories_take_the_prior_and_missing_paths():
     assert prediction[0] > prediction[1] + 0.5
     # Missing at predict time, in a column whose training had none, is unseen: the prior.
     X_full = X[20:]
-    full = jaxgbt.fit("squared_error", X_full, y[20:], categorical_features=[1],
-                      target_statistic="mean", **FIT)
+    full = jaxgbt.fit("squared_error", X_full, y[20:], categorical_features=[1], **FIT)
     np.testing.assert_allclose(full.encoder.transform(rows[:2])[:, 1],
                                y[20:].astype(np.float32).mean(), rtol=1e-5)
 
@@ -330,15 +328,21 @@ def test_numeric_codes_mixed_labels_and_numpy_object_arrays(tmp_path):
 # Other targets, training options -----------------------------------------------------------
 
 
-def test_softmax_gets_a_statistic_per_class_and_prior():
+def test_softmax_gets_a_statistic_per_class_and_with_borders_per_prior():
     rng = np.random.default_rng(3)
     code = rng.integers(0, 12, 256).astype(np.float32)
     X = np.c_[rng.normal(size=256), code].astype(np.float32)
     y = (code % 3).astype(np.float32)
     model = jaxgbt.fit("softmax", X, y, categorical_features=[1], **FIT)
-    assert model.encoder.n_targets == 3 * 3 and model.n_split_features == 1 + 9
+    assert model.encoder.n_targets == 3 and model.n_split_features == 4
     accuracy = (np.asarray(model.predict(X)).argmax(axis=1) == y).mean()
     assert accuracy > 0.95
+    borders = jaxgbt.fit("softmax", X, y, categorical_features=[1], target_statistic="borders",
+                         **FIT)
+    assert borders.encoder.n_targets == 3 * 3 and borders.n_split_features == 1 + 9
+    np.testing.assert_array_equal(borders.encoder.stats[-1],  # unseen: the priors, per class
+                                  np.repeat([0.0, 0.5, 1.0], 3))
+    assert (np.asarray(borders.predict(X)).argmax(axis=1) == y).mean() > 0.95
 
 
 def test_eval_set_constraints_and_vmap_use_the_raw_columns(frame_model):
@@ -491,13 +495,13 @@ def _set(entry: int, key: str, value):
     (dict(categories=np.array([0, 1, 2, 3, 4, 5, 6, 8, 0, 1], np.float32)),
      "must be 0, 1, ..., 7"),
     (dict(categories=np.full(10, np.nan, np.float32)), "must be finite"),
-    (dict(category_stats=np.full((10, 3), np.inf, np.float32)), "must be finite"),
+    (dict(category_stats=np.full((10, 1), np.inf, np.float32)), "must be finite"),
     (dict(labels=[list("abcdefgh"), ["a", "a"]]), "distinct"),
     (dict(labels=[list("abcdefgh"), ["a", True]]), "strings or finite numbers"),
     (dict(labels=[list("abcdefg"), ["a", "b"]]), "of sizes"),
     (dict(labels={"a": 1}), "of sizes"),
-    (dict(feature=np.full((SMALL["n_trees"], SMALL["depth"]), 6, np.int32)),
-     r"feature indices must lie in \[0, 6\)"),
+    (dict(feature=np.full((SMALL["n_trees"], SMALL["depth"]), 4, np.int32)),
+     r"feature indices must lie in \[0, 4\)"),
 ])
 def test_loader_rejects_inconsistent_categorical_files(saved, edit, match):
     members, rows, target = saved

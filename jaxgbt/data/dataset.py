@@ -127,7 +127,7 @@ class Dataset:
 
     def encoded(self, objective, vector_output: bool, n_outputs: int, one_hot_max_size,
                 seed, init_model=None, statistic_orders: int = 1,
-                target_statistic: str = categorical.BORDERS) -> "Dataset":
+                target_statistic: str = categorical.MEAN) -> "Dataset":
         """The rows with categorical columns encoded (``categorical.fit_encoder``).
 
         Args:
