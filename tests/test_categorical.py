@@ -156,9 +156,10 @@ def test_borders_take_the_label_as_classes_under_three_priors():
     np.testing.assert_allclose(mean_priors, weight @ targets / weight.sum(), rtol=1e-12)
 
 
-def test_borders_encode_a_regression_column_as_shares_above_the_median():
+def test_borders_encode_a_regression_column_as_shares_above_the_median(tmp_path):
     """The prediction statistics of a fitted encoder: per category, the share of its rows
-    above the label's median, smoothed towards each prior with weight 1."""
+    above the label's median, smoothed towards each prior with weight 1; saved and loaded
+    with their three columns."""
     rng = np.random.default_rng(4)
     n_rows = 300
     code = rng.integers(0, 6, n_rows).astype(np.float32)
@@ -177,6 +178,10 @@ def test_borders_encode_a_regression_column_as_shares_above_the_median():
     expected.append([0.0, 0.5, 1.0])  # a category training never saw: the priors
     np.testing.assert_allclose(model.encoder.transform(rows)[:, 1:], expected, rtol=1e-6)
     assert model.n_split_features == 1 + 3
+    model.save(tmp_path / "borders.jgbt")
+    loaded = jaxgbt.load(tmp_path / "borders.jgbt")
+    np.testing.assert_array_equal(loaded.encoder.stats, model.encoder.stats)
+    np.testing.assert_array_equal(loaded.predict(rows), model.predict(rows))
 
 
 @pytest.mark.parametrize("rows_per_id", [1, 4])
