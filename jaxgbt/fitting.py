@@ -69,7 +69,7 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
         colsample_bylevel=1.0, colsample_bynode=1.0,
         monotone_constraints=None, interaction_constraints=None, categorical_features=None,
         one_hot_max_size: int | None = None, statistic_orders: int | None = None,
-        target_statistic: str = "mean", eval_set=None, eval_metric=None,
+        target_statistic: str | None = None, eval_set=None, eval_metric=None,
         early_stopping_rounds: int | None = None,
         callbacks: Sequence = (), verbose: int = 0,
         init_model: Booster | None = None,
@@ -205,12 +205,15 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
         ``categorical.STATISTIC_ORDER_CELLS`` / N (each round costs P x N more). At
         most ``n_trees``; 1 with ``boosting="ordered"`` or ``distributed=True``. Only
         fits with a target-statistic column read it. See docs/training.md.
-      target_statistic: what a target-statistic column holds. ``"mean"`` (default): the
+      target_statistic: what a target-statistic column holds. ``"mean"``: the
         category's mean label, smoothed towards the overall mean, one column (per class
         for a class index). ``"borders"`` (CatBoost's default statistic, "Borders"): the
         share of the category's rows in each class under the priors 0, 0.5 and 1, three
-        columns per class; a 0/1 label is one class, a class index K classes, any other
-        label (regression, counts) the class "above the label's median".
+        columns per class, rounded to 16 levels; a 0/1 label is one class, a class index
+        K classes, any other label (regression, counts) the class "above the label's
+        median". Default None: the mean for 0/1 labels and class indices, borders for
+        any other label (``categorical.default_statistic``; measured in
+        docs/accuracy.md).
       eval_set: validation sets, a list of ``(X, y)``, ``(X, y, sample_weight)`` or dicts
         with keys X, y and optionally sample_weight, group, name. Each is scored after
         every round; the model's ``history`` holds the scores.
@@ -410,7 +413,7 @@ def _check_distributed(distributed, data: Dataset, devices, init_model, checkpoi
 
 def _encoded(data: Dataset, distributed: bool, objective, vector_output, n_outputs,
              one_hot_max_size, seed, init_model, statistic_orders: int = 1,
-             target_statistic: str = "mean") -> Dataset:
+             target_statistic: str | None = None) -> Dataset:
     """The rows with categorical columns encoded: by this process's rows, or with
     ``distributed`` as one process encodes every process's rows."""
     if distributed and init_model is None:  # a continued model's encoder is kept

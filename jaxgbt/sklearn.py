@@ -77,7 +77,7 @@ class _JaxGBTModel(BaseEstimator):
                  colsample_bylevel=1.0, colsample_bynode=1.0, monotone_constraints=None,
                  interaction_constraints=None,
                  one_hot_max_size: int | None = None, statistic_orders: int | None = None,
-                 target_statistic: str = "mean", verbose: int = 0, devices=None):
+                 target_statistic: str | None = None, verbose: int = 0, devices=None):
         self.loss = loss
         self.n_trees = n_trees
         self.depth = depth

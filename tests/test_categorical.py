@@ -136,6 +136,16 @@ def test_ordered_statistics_match_a_row_by_row_reference(monkeypatch, batch_cell
     np.testing.assert_allclose(table[n + 1], prior)  # unseen
 
 
+def test_the_default_statistic_is_the_mean_for_classes_and_borders_otherwise():
+    assert categorical.default_statistic(np.array([[0.0], [1.0], [1.0]])) == categorical.MEAN
+    assert categorical.default_statistic(np.eye(3)[[0, 2, 1]]) == categorical.MEAN
+    assert categorical.default_statistic(np.array([[0.0], [2.0], [1.0]])) == categorical.BORDERS
+    assert categorical.default_statistic(np.array([[0.5], [1.0]])) == categorical.BORDERS
+    np.testing.assert_array_equal(
+        categorical.rounded_shares(np.array([0.0, 1 / 16, 0.5, 0.99, 1.0], np.float32)),
+        np.array([0.5, 1.5, 8.5, 15.5, 15.5], np.float32) / 16)
+
+
 def test_borders_take_the_label_as_classes_under_three_priors():
     """``statistic_labels`` against a float64 reference: a 0/1 column as it is, any other
     column above its median or not (ties at the median below it), each repeated per prior."""
@@ -157,9 +167,10 @@ def test_borders_take_the_label_as_classes_under_three_priors():
 
 
 def test_borders_encode_a_regression_column_as_shares_above_the_median(tmp_path):
-    """The prediction statistics of a fitted encoder: per category, the share of its rows
-    above the label's median, smoothed towards each prior with weight 1; saved and loaded
-    with their three columns."""
+    """The prediction statistics of a fitted encoder, borders by default for a label that
+    is not classes: per category, the share of its rows above the label's median,
+    smoothed towards each prior with weight 1 and rounded to the middle of its sixteenth
+    of [0, 1]; saved and loaded with their three columns."""
     rng = np.random.default_rng(4)
     n_rows = 300
     code = rng.integers(0, 6, n_rows).astype(np.float32)
@@ -167,8 +178,8 @@ def test_borders_encode_a_regression_column_as_shares_above_the_median(tmp_path)
     y = code + rng.normal(size=n_rows)
     y[:15] = 9.0
     X = np.c_[rng.normal(size=n_rows), code].astype(np.float32)
-    model = jaxgbt.fit("squared_error", X, y, categorical_features=[1],
-                       target_statistic="borders", **FIT)
+    model = jaxgbt.fit("squared_error", X, y, categorical_features=[1], **FIT)
+    assert model.encoder.n_targets == 3
     above = (y > np.median(y.astype(np.float64))).astype(np.float64)
     rows = np.array([[0, c] for c in range(6)] + [[0, np.nan], [0, 17]], np.float32)
     expected = []
@@ -176,7 +187,11 @@ def test_borders_encode_a_regression_column_as_shares_above_the_median(tmp_path)
         at = np.isnan(code) if c is None else code == c
         expected.append([(above[at].sum() + p) / (at.sum() + 1.0) for p in (0, 0.5, 1)])
     expected.append([0.0, 0.5, 1.0])  # a category training never saw: the priors
-    np.testing.assert_allclose(model.encoder.transform(rows)[:, 1:], expected, rtol=1e-6)
+    rounded = (np.minimum(np.floor(np.array(expected) * 16), 15) + 0.5) / 16
+    np.testing.assert_array_equal(model.encoder.transform(rows)[:, 1:], rounded)
+    # Training rows' ordered values take the same sixteen levels.
+    levels = np.unique(model.encoder.transform(X)[:, 1:])
+    assert set(levels * 16 - 0.5) <= set(range(16))
     assert model.n_split_features == 1 + 3
     model.save(tmp_path / "borders.jgbt")
     loaded = jaxgbt.load(tmp_path / "borders.jgbt")
@@ -248,7 +263,8 @@ def test_unseen_and_missing_categories_take_the_prior_and_missing_paths():
     code[:20] = np.nan
     X = np.c_[rng.normal(size=n_rows), code].astype(np.float32)
     y = (code == 3) + (np.isnan(code) * 2.0) + rng.normal(size=n_rows) * 0.1
-    model = jaxgbt.fit("squared_error", X, y, categorical_features=[1], **FIT)
+    model = jaxgbt.fit("squared_error", X, y, categorical_features=[1],
+                       target_statistic="mean", **FIT)
     encoder = model.encoder
     assert encoder.columns[1].kind == categorical.TARGET
     prior = y.astype(np.float32).mean()
@@ -264,7 +280,8 @@ def test_unseen_and_missing_categories_take_the_prior_and_missing_paths():
     assert prediction[0] > prediction[1] + 0.5
     # Missing at predict time, in a column whose training had none, is unseen: the prior.
     X_full = X[20:]
-    full = jaxgbt.fit("squared_error", X_full, y[20:], categorical_features=[1], **FIT)
+    full = jaxgbt.fit("squared_error", X_full, y[20:], categorical_features=[1],
+                      target_statistic="mean", **FIT)
     np.testing.assert_allclose(full.encoder.transform(rows[:2])[:, 1],
                                y[20:].astype(np.float32).mean(), rtol=1e-5)
 
@@ -346,7 +363,7 @@ def test_softmax_gets_a_statistic_per_class_and_with_borders_per_prior():
                          **FIT)
     assert borders.encoder.n_targets == 3 * 3 and borders.n_split_features == 1 + 9
     np.testing.assert_array_equal(borders.encoder.stats[-1],  # unseen: the priors, per class
-                                  np.repeat([0.0, 0.5, 1.0], 3))
+                                  np.repeat([0.5, 8.5, 15.5], 3) / 16)  # rounded
     assert (np.asarray(borders.predict(X)).argmax(axis=1) == y).mean() > 0.95
 
 

@@ -9,11 +9,13 @@ the model does the same at predict time:
 * a larger one becomes M target-statistic columns: smoothed shares or means of a label
   over the rows of the row's category, ``(sum of w*t + a * prior) / (sum of w + a)`` with
   ``a = PRIOR_WEIGHT``. Which labels t and priors is ``target_statistic``
-  (``statistic_labels``): ``"mean"`` (the default) takes the label as it is (one column
-  per class) with its weighted mean as the prior (M = 1 for a scalar label);
-  ``"borders"``, CatBoost's default statistic, takes the label as classes, 0/1 as it
-  is, a class index as one 0/1 column per class, any other label above its median or
-  not, each with the priors 0, 0.5 and 1 (M = 3 for a scalar label, 3K for K classes).
+  (``statistic_labels``): ``"mean"`` takes the label as it is (one column per class)
+  with its weighted mean as the prior (M = 1 for a scalar label); ``"borders"``,
+  CatBoost's default statistic, takes the label as classes, 0/1 as it is, a class index
+  as one 0/1 column per class, any other label above its median or not, each with the
+  priors 0, 0.5 and 1 (M = 3 for a scalar label, 3K for K classes), and its shares
+  rounded to ``BORDER_LEVELS`` levels of [0, 1]. By default (``default_statistic``)
+  labels that are classes (columns of 0s and 1s) get the mean, any other label borders.
 
 Training rows get *ordered* statistics (Prokhorenkova et al., "CatBoost: unbiased boosting
 with categorical features", NeurIPS 2018, section 3.2): for a random permutation of the rows
@@ -67,15 +69,17 @@ SMALL_DATA_ROWS = 5_000
 SMALL_DATA_ONE_HOT_MAX_SIZE = 2
 PRIOR_WEIGHT = 1.0
 # ``target_statistic``: the mean label, or the label as classes under three priors,
-# CatBoost's "Borders" (one border, the median, for a label that is not 0/1). Measured on
-# the accuracy suite's sets that use the statistics by default and on adult's and
-# CPS1988's first rows, borders were better than the mean on 10 rows and worse on 5, only
-# one beyond noise (adult's first 3,000 rows, worse), for 1.6 to 2.3 times the fit time;
-# so the mean stays the default (docs/accuracy.md, "Borders: the label as classes under
-# three priors").
+# CatBoost's "Borders" (one border, the median, for a label that is not 0/1), whose shares
+# are rounded to 16 levels as CatBoost's 15 uniform borders of a statistic
+# (``CtrBorderCount``) cut them. By default labels that are not classes get borders: on
+# the regression sets and tasks measured (docs/accuracy.md, "Borders: the label as
+# classes under three priors") they were better than the mean on 7 of 8 (Wage beyond
+# noise), while on 0/1 labels rounded borders were worse than the mean (OJ beyond noise)
+# and unrounded ones 1.6 to 2.3 times as slow for no gain beyond noise.
 BORDERS, MEAN = "borders", "mean"
 TARGET_STATISTICS = (BORDERS, MEAN)
 BORDER_PRIORS = (0.0, 0.5, 1.0)
+BORDER_LEVELS = 16
 # By default the target statistics are drawn under a new order for every tree, up to
 # this many orders times training rows: each round moves every order's margins, so a
 # round costs P x N more.
@@ -450,9 +454,25 @@ class OrderStatistics(NamedTuple):
         return self.values.shape[0] + 1
 
 
-def check_target_statistic(value) -> str:
-    """One of ``TARGET_STATISTICS``."""
-    return check.check_choice(value, "target_statistic", TARGET_STATISTICS)
+def check_target_statistic(value) -> str | None:
+    """None (chosen by the label, ``default_statistic``) or one of ``TARGET_STATISTICS``."""
+    return None if value is None else check.check_choice(value, "target_statistic",
+                                                         TARGET_STATISTICS)
+
+
+def default_statistic(targets: np.ndarray) -> str:
+    """``target_statistic=None``'s choice for f64[N, T] targets (``statistic_targets``):
+    the mean for classes (every column 0s and 1s: a 0/1 label, a class index's columns),
+    borders for any other label (regression, counts, relevance grades)."""
+    return MEAN if np.all((targets == 0) | (targets == 1)) else BORDERS
+
+
+def rounded_shares(values: np.ndarray) -> np.ndarray:
+    """Shares in [0, 1] rounded to the middle of their level of ``BORDER_LEVELS`` equal
+    levels, in the input's dtype: the values borders statistics take."""
+    levels = np.clip(np.floor(np.asarray(values, np.float64) * BORDER_LEVELS), 0,
+                     BORDER_LEVELS - 1)
+    return ((levels + 0.5) / BORDER_LEVELS).astype(np.asarray(values).dtype)
 
 
 def statistic_labels(targets: np.ndarray, weight: np.ndarray, statistic: str
@@ -466,7 +486,8 @@ def statistic_labels(targets: np.ndarray, weight: np.ndarray, statistic: str
       statistic: ``"mean"``: the targets, each with its weighted mean as prior (M = T).
         ``"borders"``: each target as a class, a column of 0s and 1s as it is and any
         other as 1 above its median (over every row, unweighted), else 0, repeated once per
-        prior of ``BORDER_PRIORS``: M = 3T, prior-major (column p * T + t).
+        prior of ``BORDER_PRIORS``: M = 3T, prior-major (column p * T + t). (Their
+        shares are then rounded, ``rounded_shares``.)
     """
     if statistic == MEAN:
         return targets, np.matmul(weight, targets) / weight.sum()
@@ -478,7 +499,7 @@ def statistic_labels(targets: np.ndarray, weight: np.ndarray, statistic: str
 
 def fit_encoder(declared: Declared, X: np.ndarray, targets, why_no_targets, weight,
                 one_hot_max_size: int, seed: int, orders: int = 1,
-                statistic: str = MEAN
+                statistic: str | None = None
                 ) -> tuple[Encoder, np.ndarray, OrderStatistics | None]:
     """The Encoder, the training rows' encoded matrix f32[N, F_enc] and, with ``orders``
     above 1 and some column encoded by target statistics, their values under the other
@@ -494,7 +515,8 @@ def fit_encoder(declared: Declared, X: np.ndarray, targets, why_no_targets, weig
       seed: seeds the permutations of the ordered statistics.
       orders: P, the random orders of the rows the statistics are computed under; the
         first is the same for every P, so that P = 1 is the one order alone.
-      statistic: which statistics, one of ``TARGET_STATISTICS`` (``statistic_labels``).
+      statistic: which statistics, one of ``TARGET_STATISTICS`` (``statistic_labels``),
+        or None for ``default_statistic``'s.
     """
     n_rows, n_features = X.shape
     codes, known, columns = {}, [], []
@@ -516,6 +538,7 @@ def fit_encoder(declared: Declared, X: np.ndarray, targets, why_no_targets, weig
     weight = np.asarray(weight, np.float64) if needs_stats else None
     prior = None
     if needs_stats:
+        statistic = statistic or default_statistic(targets)
         targets, prior = statistic_labels(targets, weight, statistic)
     n_targets = 1 if targets is None else targets.shape[1]
     offset, stats_rows, ordered = 0, [], {}
@@ -536,6 +559,8 @@ def fit_encoder(declared: Declared, X: np.ndarray, targets, why_no_targets, weig
             columns.append(Column(TARGET, n, offset, stats_offset=stats_offset))
             table, ordered[j] = _target_statistics(codes[j], n, targets, weight, prior,
                                                    permutations)
+            if statistic == BORDERS:
+                table, ordered[j] = rounded_shares(table), rounded_shares(ordered[j])
             stats_rows.append(table)
             stats_offset += n + 2
         offset += n

@@ -415,7 +415,7 @@ class ChunkedDataset(Dataset):
 
     def encoded(self, objective, vector_output: bool, n_outputs: int, one_hot_max_size,
                 seed, init_model=None, statistic_orders: int = 1,
-                target_statistic: str = "mean") -> "ChunkedDataset":
+                target_statistic: str | None = None) -> "ChunkedDataset":
         return self  # number columns only: nothing to encode
 
     def sparse_group(self, thresholds: np.ndarray) -> None:

@@ -127,13 +127,14 @@ class Dataset:
 
     def encoded(self, objective, vector_output: bool, n_outputs: int, one_hot_max_size,
                 seed, init_model=None, statistic_orders: int = 1,
-                target_statistic: str = categorical.MEAN) -> "Dataset":
+                target_statistic: str | None = None) -> "Dataset":
         """The rows with categorical columns encoded (``categorical.fit_encoder``).
 
         Args:
           one_hot_max_size: an int, or None for ``categorical.default_one_hot_max_size``.
           statistic_orders: P, the orders of the rows target statistics are drawn under.
-          target_statistic: which statistics (``categorical.statistic_labels``).
+          target_statistic: which statistics (``categorical.statistic_labels``), None
+            for the label's default (``categorical.default_statistic``).
           init_model: the model this fit continues, or None. Its encoder, when it has
             one, encodes the rows (read as its codes by ``read``): its trees' thresholds
             hold for its statistics only, so they are not fitted again on these rows.

@@ -364,7 +364,7 @@ def merged_declared(declared: categorical.Declared, X: np.ndarray
 
 def encoded_everywhere(data: Dataset, objective, vector_output: bool, n_outputs: int,
                        one_hot_max_size, seed: int,
-                       target_statistic: str = categorical.MEAN) -> Dataset:
+                       target_statistic: str | None = None) -> Dataset:
     """``Dataset.encoded`` over every process's rows: this process's rows encoded
     f32[N_p, F_enc] by an Encoder that is the same on every process.
 
