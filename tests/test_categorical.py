@@ -158,12 +158,23 @@ def test_borders_take_the_label_as_classes_under_three_priors():
     labels, priors = categorical.statistic_labels(targets, weight, categorical.BORDERS)
     classes = np.c_[counts > np.sort(counts)[19:21].mean(), binary,
                     targets[:, 2] > np.median(targets[:, 2])]
-    np.testing.assert_array_equal(labels, np.c_[classes, classes, classes])
-    np.testing.assert_array_equal(priors, [0, 0, 0, 0.5, 0.5, 0.5, 1, 1, 1])
+    np.testing.assert_array_equal(labels, classes)
+    np.testing.assert_array_equal(priors, [[0, 0, 0], [0.5, 0.5, 0.5], [1, 1, 1]])
     assert 0 < classes[:, 0].sum() < n_rows and labels.dtype == np.float64
     mean_labels, mean_priors = categorical.statistic_labels(targets, weight, categorical.MEAN)
     np.testing.assert_array_equal(mean_labels, targets)
-    np.testing.assert_allclose(mean_priors, weight @ targets / weight.sum(), rtol=1e-12)
+    np.testing.assert_allclose(mean_priors, [weight @ targets / weight.sum()], rtol=1e-12)
+    # The statistics of the three priors, prior-major, from one sum per label: as the
+    # labels repeated once per prior, each with its own prior, bit for bit.
+    codes = rng.integers(0, 5, n_rows)
+    permutations = [rng.permutation(n_rows) for _ in range(2)]
+    table, ordered = categorical._target_statistics(codes, 4, labels, weight, priors,
+                                                    permutations)
+    for column in range(3):
+        alone_table, alone = categorical._target_statistics(
+            codes, 4, labels, weight, priors[column], permutations)
+        np.testing.assert_array_equal(table[:, column * 3:column * 3 + 3], alone_table)
+        np.testing.assert_array_equal(ordered[..., column * 3:column * 3 + 3], alone)
 
 
 def test_borders_encode_a_regression_column_as_shares_above_the_median(tmp_path):

@@ -469,32 +469,34 @@ def default_statistic(targets: np.ndarray) -> str:
 
 def rounded_shares(values: np.ndarray) -> np.ndarray:
     """Shares in [0, 1] rounded to the middle of their level of ``BORDER_LEVELS`` equal
-    levels, in the input's dtype: the values borders statistics take."""
-    levels = np.clip(np.floor(np.asarray(values, np.float64) * BORDER_LEVELS), 0,
-                     BORDER_LEVELS - 1)
-    return ((levels + 0.5) / BORDER_LEVELS).astype(np.asarray(values).dtype)
+    levels, in the input's dtype (float32 or float64, where a power of two times a value
+    and k + 0.5 over it are exact): the values borders statistics take."""
+    levels = np.clip(np.floor(values * BORDER_LEVELS), 0, BORDER_LEVELS - 1)
+    return (levels + 0.5) / BORDER_LEVELS
 
 
 def statistic_labels(targets: np.ndarray, weight: np.ndarray, statistic: str
                      ) -> tuple[np.ndarray, np.ndarray]:
-    """The labels the statistics average and their priors: (f64[N, M], f64[M]).
+    """The labels the statistics average and their priors: (f64[N, T], f64[Q, T]), Q
+    priors for each of the T labels; the statistics' M = Q x T columns are prior-major
+    (column q * T + t: label t under prior q).
 
     Args:
       targets: f64[N, T] from ``statistic_targets``: a scalar label, a label per
         column, or one 0/1 column per class.
       weight: f64[N] sample weights.
-      statistic: ``"mean"``: the targets, each with its weighted mean as prior (M = T).
+      statistic: ``"mean"``: the targets, each with its weighted mean as prior (Q = 1).
         ``"borders"``: each target as a class, a column of 0s and 1s as it is and any
-        other as 1 above its median (over every row, unweighted), else 0, repeated once per
-        prior of ``BORDER_PRIORS``: M = 3T, prior-major (column p * T + t). (Their
-        shares are then rounded, ``rounded_shares``.)
+        other as 1 above its median (over every row, unweighted), else 0, under each
+        prior of ``BORDER_PRIORS`` (Q = 3). (Their shares are then rounded,
+        ``rounded_shares``.)
     """
     if statistic == MEAN:
-        return targets, np.matmul(weight, targets) / weight.sum()
+        return targets, (np.matmul(weight, targets) / weight.sum())[None]
     binary = np.all((targets == 0) | (targets == 1), axis=0)
     classes = np.where(binary, targets, targets > np.median(targets, axis=0)).astype(np.float64)
-    priors = np.repeat(np.asarray(BORDER_PRIORS), targets.shape[1])
-    return np.tile(classes, (1, len(BORDER_PRIORS))), priors
+    priors = np.repeat(np.asarray(BORDER_PRIORS)[:, None], targets.shape[1], axis=1)
+    return classes, priors
 
 
 def fit_encoder(declared: Declared, X: np.ndarray, targets, why_no_targets, weight,
@@ -540,7 +542,7 @@ def fit_encoder(declared: Declared, X: np.ndarray, targets, why_no_targets, weig
     if needs_stats:
         statistic = statistic or default_statistic(targets)
         targets, prior = statistic_labels(targets, weight, statistic)
-    n_targets = 1 if targets is None else targets.shape[1]
+    n_targets = 1 if targets is None else (prior.size if needs_stats else targets.shape[1])
     offset, stats_rows, ordered = 0, [], {}
     rng = np.random.default_rng([seed, 0xCA7])
     # i64[P, N], stacked once rather than by each column's statistics
@@ -588,19 +590,28 @@ def _with_missing(x: np.ndarray, present_codes: np.ndarray, n: int) -> np.ndarra
 
 def _target_statistics(codes, n, targets, weight, prior, permutations):
     """(f64[n + 2, M] prediction table, f32[P, N, M] ordered training values, one
-    [N, M] per permutation).
+    [N, M] per permutation), M = Q x T for ``targets`` f64[N, T] and ``prior`` f64[Q, T]
+    or f64[T] (Q = 1), prior-major (``statistic_labels``).
 
     Table rows: the n categories, the missing category (code n), the prior (unseen).
     Ordered value of row i: the same smoothing over the rows of its category placed
-    before i in the permutation.
+    before i in the permutation. The sums are taken once per label, whatever the priors.
     """
-    weighted = weight[:, None] * targets  # [N, M]
+    prior = np.asarray(prior).reshape(-1, targets.shape[1])  # [Q, T]
+    weighted = weight[:, None] * targets  # [N, T]
     sums = np.zeros((n + 1, targets.shape[1]))
     np.add.at(sums, codes, weighted)
     counts = np.bincount(codes, weights=weight, minlength=n + 1)
-    table = np.concatenate([(sums + PRIOR_WEIGHT * prior) / (counts + PRIOR_WEIGHT)[:, None],
-                            prior[None]])
+    table = np.concatenate([_smoothed(sums, counts, prior), prior.reshape(1, -1)])
     return table, _ordered_values(codes, weight, weighted, prior, np.asarray(permutations))
+
+
+def _smoothed(sums: np.ndarray, counts: np.ndarray, prior: np.ndarray) -> np.ndarray:
+    """f64[..., Q x T], prior-major: ``(sums + a * prior) / (counts + a)`` for sums
+    f64[..., T], counts f64[...] and each of the Q rows of ``prior`` f64[Q, T]."""
+    values = ((sums[..., None, :] + PRIOR_WEIGHT * prior)
+              / (counts + PRIOR_WEIGHT)[..., None, None])
+    return values.reshape(*values.shape[:-2], -1)
 
 
 # Permutations x rows whose ordered values are computed at once: a few float64 arrays of
@@ -610,7 +621,8 @@ _ORDERED_BATCH_CELLS = 2**21
 
 def _ordered_values(codes, weight, weighted, prior, permutations) -> np.ndarray:
     """f32[P, N, M]: under each permutation of ``permutations`` i64[P, N], each row's
-    smoothed mean label over the rows of its category placed before it.
+    smoothed mean labels over the rows of its category placed before it (``weighted``
+    f64[N, T] the weighted labels, ``prior`` f64[Q, T], M = Q x T as ``_smoothed``).
 
     Several permutations at a time, each along its own axis: the same additions in the
     same order as one permutation at a time (a cumulative sum runs along its axis), so
@@ -624,7 +636,7 @@ def _ordered_values(codes, weight, weighted, prior, permutations) -> np.ndarray:
     starts = np.flatnonzero(np.r_[True, sorted_codes[1:] != sorted_codes[:-1]])
     first = np.repeat(starts, np.diff(np.r_[starts, n_rows]))  # its group's first row
     small_codes = codes.astype(np.uint16 if codes.max(initial=0) < 2**16 else np.int64)
-    values = np.empty((len(permutations), n_rows, weighted.shape[1]), FLOAT_DTYPE)
+    values = np.empty((len(permutations), n_rows, prior.size), FLOAT_DTYPE)
     step = max(1, _ORDERED_BATCH_CELLS // max(n_rows, 1))
     for lo in range(0, len(permutations), step):
         batch = permutations[lo:lo + step]
@@ -632,12 +644,12 @@ def _ordered_values(codes, weight, weighted, prior, permutations) -> np.ndarray:
         # (a stable sort of small integers: a radix sort).
         order = np.take_along_axis(batch, np.argsort(small_codes[batch], axis=1,
                                                      kind="stable"), axis=1)
-        ordered_weight, ordered_weighted = weight[order], weighted[order]  # [p, N], [p, N, M]
+        ordered_weight, ordered_weighted = weight[order], weighted[order]  # [p, N], [p, N, T]
         before_sum = np.cumsum(ordered_weighted, axis=1) - ordered_weighted  # exclusive sums
         before_count = np.cumsum(ordered_weight, axis=1) - ordered_weight
         # Subtracting the sums up to the group's first row leaves the group's earlier rows.
-        batch_values = ((before_sum - before_sum[:, first] + PRIOR_WEIGHT * prior)
-                        / (before_count - before_count[:, first] + PRIOR_WEIGHT)[..., None])
+        batch_values = _smoothed(before_sum - before_sum[:, first],
+                                 before_count - before_count[:, first], prior)
         np.put_along_axis(values[lo:lo + step], order[..., None], batch_values, axis=1)
     return values
 
