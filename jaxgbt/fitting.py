@@ -18,6 +18,7 @@ from jaxgbt import spec
 from jaxgbt.core.config import BoostConfig, Boosting, GrowPolicy, ScoreFunction
 from jaxgbt.core.ordered import compiled_row_order
 from jaxgbt.core.round import BoostParams, TrainData
+from jaxgbt.core.statistic_orders import n_columns as split_columns
 from jaxgbt.data import categorical
 from jaxgbt.data import validation as check
 from jaxgbt.data.binning import apply_bins, bin_groups
@@ -338,7 +339,7 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
                      [jax.devices()[0]] if mesh is None else list(mesh.local_devices),
                      ordered=config.ordered, gathered_rows=config.sample_capacity,
                      statistic_orders=config.statistic_orders,
-                     statistic_columns=len(config.statistic_columns))
+                     split_features=split_columns(config, data.n_bin_rows))
     # device_put, not jnp.asarray: on jax 0.10 the latter compiles a copy for every new
     # row count, a program of its own that fits in one row bucket would not share.
     train_data = TrainData(bins=None, y=jax.tree.map(jax.device_put, data.y),

@@ -239,7 +239,7 @@ def test_orders_past_the_trees_are_not_drawn_and_their_margins_are_counted():
     # rows of the binned matrix (F + (P - 1) C); the binned matrix holds those rows and
     # the round's copy of the F columns of its order.
     orders = estimate_fit_memory(1000, 10 + 7 * 3, 64, 6, 2, statistic_orders=8,
-                                 statistic_columns=3)
+                                 split_features=10)
     assert orders.histograms == one.histograms
     assert orders.binned == (10 + 7 * 3 + 10) * 1000
 

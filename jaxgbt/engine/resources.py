@@ -54,23 +54,26 @@ class FitMemory(NamedTuple):
 def estimate_fit_memory(n_rows: int, n_features: int, n_bins: int, depth: int, n_outputs: int,
                         n_devices: int = 1, ordered: bool = False,
                         gathered_rows: int | None = None,
-                        statistic_orders: int = 1, statistic_columns: int = 0) -> FitMemory:
+                        statistic_orders: int = 1, split_features: int | None = None
+                        ) -> FitMemory:
     """Bytes on each device for a fit of this size (rows split evenly over devices);
     ``n_features``: the rows of the binned matrix; ``ordered``: with ordered boosting's
     second margins and prefix sums; ``gathered_rows``: the slots a sampled round gathers
     its drawn rows into (``sampling.sample_capacity``), whose bins and (g, h) each round
-    copies; ``statistic_orders``: P, each with its own margins and, after the columns
-    the trees split on, its own ``statistic_columns`` rows of the binned matrix (C; a
-    round copies the columns of the order it grows its tree on)."""
+    copies; ``statistic_orders``: P, each with its own margins; ``split_features``: the
+    columns trees split on, when the binned matrix also holds further orders' statistic
+    columns (``core.statistic_orders.n_columns``; a round copies the columns of the
+    order it grows its tree on), else None for all ``n_features``."""
     rows = -(-n_rows // n_devices)
-    split_features = n_features - (statistic_orders - 1) * statistic_columns
+    split_features = n_features if split_features is None else split_features
     binned = n_features * rows * BIN_DTYPE().itemsize
     row_state = rows * (_ROW_FLOATS + _ROW_FLOATS_PER_OUTPUT * n_outputs) * _FLOAT_BYTES
     if gathered_rows is not None:
         row_state += gathered_rows * (split_features * BIN_DTYPE().itemsize
                                       + (2 + 2 * n_outputs) * _FLOAT_BYTES)
-    if statistic_orders > 1:
+    if split_features < n_features:  # a round's copy of its order's columns
         binned += split_features * rows * BIN_DTYPE().itemsize
+    if statistic_orders > 1:
         row_state += rows * statistic_orders * (
             _ORDER_ROW_FLOATS + _ORDER_ROW_FLOATS_PER_OUTPUT * n_outputs) * _FLOAT_BYTES
     if ordered:
@@ -106,13 +109,13 @@ def _gib(n_bytes: int) -> str:
 def check_fit_memory(n_rows: int, n_features: int, n_bins: int, depth: int, n_outputs: int,
                      devices: list[jax.Device], ordered: bool = False,
                      gathered_rows: int | None = None, statistic_orders: int = 1,
-                     statistic_columns: int = 0) -> FitMemory:
+                     split_features: int | None = None) -> FitMemory:
     """Raises MemoryError when the estimate exceeds the smallest free memory of ``devices``.
 
     Host CPU devices share one memory, so their estimates add up.
     """
     need = estimate_fit_memory(n_rows, n_features, n_bins, depth, n_outputs, len(devices),
-                               ordered, gathered_rows, statistic_orders, statistic_columns)
+                               ordered, gathered_rows, statistic_orders, split_features)
     free = [available_bytes(d) for d in devices]
     if any(f is None for f in free):
         return need
@@ -122,7 +125,7 @@ def check_fit_memory(n_rows: int, n_features: int, n_bins: int, depth: int, n_ou
     if total_need <= room:
         return need
     if need.histograms >= max(need.binned, need.rows):
-        split_features = n_features - (statistic_orders - 1) * statistic_columns
+        split_features = n_features if split_features is None else split_features
         advice = (f"the histograms ({_gib(need.histograms)} per device: {split_features} "
                   f"features x 2**{depth - 1} nodes x {n_bins} bins x {n_outputs} output(s)) "
                   "dominate; lower depth (each level less halves them) or n_bins")
