@@ -212,9 +212,9 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
         share of the category's rows in each class under the priors 0, 0.5 and 1, three
         columns per class, rounded to 16 levels; a 0/1 label is one class, a class index
         K classes, any other label (regression, counts) the class "above the label's
-        median". Default None: the mean for 0/1 labels and class indices, borders for
-        any other label (``categorical.default_statistic``; measured in
-        docs/accuracy.md).
+        median". Default None: the mean for 0/1 labels (and class indices of two
+        classes), borders for any other label, class indices of three or more classes
+        included (``categorical.default_statistic``; measured in docs/accuracy.md).
       eval_set: validation sets, a list of ``(X, y)``, ``(X, y, sample_weight)`` or dicts
         with keys X, y and optionally sample_weight, group, name. Each is scored after
         every round; the model's ``history`` holds the scores.

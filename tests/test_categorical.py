@@ -136,9 +136,10 @@ def test_ordered_statistics_match_a_row_by_row_reference(monkeypatch, batch_cell
     np.testing.assert_allclose(table[n + 1], prior)  # unseen
 
 
-def test_the_default_statistic_is_the_mean_for_classes_and_borders_otherwise():
+def test_the_default_statistic_is_the_mean_for_two_classes_and_borders_otherwise():
     assert categorical.default_statistic(np.array([[0.0], [1.0], [1.0]])) == categorical.MEAN
-    assert categorical.default_statistic(np.eye(3)[[0, 2, 1]]) == categorical.MEAN
+    assert categorical.default_statistic(np.eye(2)[[0, 1, 1]]) == categorical.MEAN
+    assert categorical.default_statistic(np.eye(3)[[0, 2, 1]]) == categorical.BORDERS
     assert categorical.default_statistic(np.array([[0.0], [2.0], [1.0]])) == categorical.BORDERS
     assert categorical.default_statistic(np.array([[0.5], [1.0]])) == categorical.BORDERS
     np.testing.assert_array_equal(
@@ -366,12 +367,12 @@ def test_softmax_gets_a_statistic_per_class_and_with_borders_per_prior():
     code = rng.integers(0, 12, 256).astype(np.float32)
     X = np.c_[rng.normal(size=256), code].astype(np.float32)
     y = (code % 3).astype(np.float32)
-    model = jaxgbt.fit("softmax", X, y, categorical_features=[1], **FIT)
+    model = jaxgbt.fit("softmax", X, y, categorical_features=[1], target_statistic="mean",
+                       **FIT)
     assert model.encoder.n_targets == 3 and model.n_split_features == 4
     accuracy = (np.asarray(model.predict(X)).argmax(axis=1) == y).mean()
     assert accuracy > 0.95
-    borders = jaxgbt.fit("softmax", X, y, categorical_features=[1], target_statistic="borders",
-                         **FIT)
+    borders = jaxgbt.fit("softmax", X, y, categorical_features=[1], **FIT)  # three classes
     assert borders.encoder.n_targets == 3 * 3 and borders.n_split_features == 1 + 9
     np.testing.assert_array_equal(borders.encoder.stats[-1],  # unseen: the priors, per class
                                   np.repeat([0.5, 8.5, 15.5], 3) / 16)  # rounded

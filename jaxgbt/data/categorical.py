@@ -15,7 +15,7 @@ the model does the same at predict time:
   as one 0/1 column per class, any other label above its median or not, each with the
   priors 0, 0.5 and 1 (M = 3 for a scalar label, 3K for K classes), and its shares
   rounded to ``BORDER_LEVELS`` levels of [0, 1]. By default (``default_statistic``)
-  labels that are classes (columns of 0s and 1s) get the mean, any other label borders.
+  labels of two classes (a 0/1 label) get the mean, any other label borders.
 
 Training rows get *ordered* statistics (Prokhorenkova et al., "CatBoost: unbiased boosting
 with categorical features", NeurIPS 2018, section 3.2): for a random permutation of the rows
@@ -462,9 +462,12 @@ def check_target_statistic(value) -> str | None:
 
 def default_statistic(targets: np.ndarray) -> str:
     """``target_statistic=None``'s choice for f64[N, T] targets (``statistic_targets``):
-    the mean for classes (every column 0s and 1s: a 0/1 label, a class index's columns),
-    borders for any other label (regression, counts, relevance grades)."""
-    return MEAN if np.all((targets == 0) | (targets == 1)) else BORDERS
+    the mean for two classes (one or two columns of 0s and 1s: a 0/1 label, a class index
+    of two classes), borders for any other label (regression, counts, relevance grades,
+    a class index of three or more classes: CatBoost's default for its MultiClass loss
+    too)."""
+    two_classes = targets.shape[1] <= 2 and np.all((targets == 0) | (targets == 1))
+    return MEAN if two_classes else BORDERS
 
 
 def rounded_shares(values: np.ndarray) -> np.ndarray:
