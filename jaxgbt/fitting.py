@@ -311,10 +311,12 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
                              "checkpoint is written from the host. Fit without it there.")
     mesh = _row_mesh(devices, distributed, objective, kind)
     thresholds = _thresholds(data, n_bins, seed, distributed, n_outputs)  # first: they set B
-    # Every process must compile the same program: narrower histograms and sparse
-    # features are chosen from one process's rows, so not under distributed; nor are
-    # sparse entries split over a mesh's devices.
-    sparse = None if distributed or mesh is not None else data.sparse_group(thresholds)
+    # Every process must compile the same program: narrower histograms, sparse features
+    # and whether rows are missing are known from one process's rows, so not under
+    # distributed; nor are sparse entries split over a mesh's devices.
+    missing_values = distributed or data.may_hold_missing()
+    sparse = (None if distributed or mesh is not None
+              else data.sparse_group(thresholds, missing_values))
     if devices is None and not distributed:  # every CPU core, where it pays
         mesh = spec.automatic_mesh(
             data.n_rows, data.n_columns, objective, kind, boosting, row_sampling, grow_policy,
@@ -329,12 +331,12 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
         grow_policy=grow_policy, max_leaves=leaf_budget,
         is_ordered=spec.ordered(boosting, objective, kind, curvature, mesh),
         bin_groups=None if distributed else bin_groups(
-            thresholds, data.n_rows, () if sparse is None else sparse.features),
+            thresholds, data.n_rows, () if sparse is None else sparse.features,
+            missing_values),
         sparse_group=sparse,
         noisy_scores=spec.score_noise(random_strength), score_function=score_function,
         leaf_newton_steps=leaf_newton_steps, order_statistics=data.order_statistics,
-        # Every process must compile the same program: each holds only its own rows.
-        missing_values=distributed or data.may_hold_missing())
+        missing_values=missing_values)
     check_fit_memory(data.n_rows, data.n_bin_rows, config.n_bins, depth, n_outputs,
                      [jax.devices()[0]] if mesh is None else list(mesh.local_devices),
                      ordered=config.ordered, gathered_rows=config.sample_capacity,

@@ -221,7 +221,7 @@ def test_few_valued_features_searched_narrower_give_the_same_model(monkeypatch, 
     assert binning.bin_groups(thresholds, 300) is None  # too small to be worth a group
     monkeypatch.setattr(binning, "SMALL_DATA_CELLS", 0)
     groups = binning.bin_groups(thresholds, 300)
-    assert groups == ((4, tuple(range(2, 12))), (64, (0, 1)))
+    assert groups == ((4, tuple(range(2, 12)), None), (64, (0, 1), None))
 
     def fitted():
         return jaxgbt.fit("logistic", X, y.astype(np.float32), n_trees=3, depth=3, n_bins=64,
@@ -238,6 +238,56 @@ def test_few_valued_features_searched_narrower_give_the_same_model(monkeypatch, 
             continue
         assert_same_numbers(getattr(narrow, name), getattr(wide, name), err_msg=name)
     assert set(np.asarray(narrow.feature).ravel()) & set(range(2, 12))
+
+
+def test_search_candidates_end_past_the_last_value_bin_only_with_missing_values():
+    import jaxgbt.data.binning as binning
+
+    thresholds = np.full((3, 7), np.inf, np.float32)
+    thresholds[0, :1] = 0.5  # 0/1: value bins 0 and 1
+    thresholds[1, :3] = [0.5, 1.5, 2.5]  # four values
+    thresholds[2, :6] = np.arange(6) + 0.5  # seven values
+    assert binning.search_candidates(thresholds, [0], 4, False) == 1
+    assert binning.search_candidates(thresholds, [0], 4, True) is None  # all 3
+    assert binning.search_candidates(thresholds, [0], 8, True) == 3
+    assert binning.search_candidates(thresholds, [0, 1], 8, False) == 3
+    assert binning.search_candidates(thresholds, [1], 8, True) is None
+    assert binning.search_candidates(thresholds, [0, 2], 8, False) is None
+    assert binning.search_candidates(thresholds, [0, 2], 16, False) == 7
+
+
+@pytest.mark.parametrize("grow_policy", ["oblivious", "depthwise"])
+def test_candidates_past_every_value_unscored_give_the_same_model(monkeypatch, grow_policy):
+    # Dense 0/1 columns (4-bin histograms, one candidate of three), sparse 0/1 columns
+    # (their entries' group, one candidate) and four-valued ones (8 bins, three of
+    # seven), no value missing, with score noise: the trees must be those scored over
+    # every candidate, and the numbers equal to float rounding.
+    import jaxgbt
+    import jaxgbt.data.binning as binning
+
+    rng = np.random.default_rng(5)
+    X = np.column_stack([rng.random((300, 6)) < 0.5, rng.random((300, 16)) < 0.08,
+                         rng.integers(0, 4, (300, 3))]).astype(np.float32)
+    y = ((X[:, 0] + X[:, 6] + X[:, 7] - X[:, 22] / 2 + rng.normal(size=300) / 2) > 0.5
+         ).astype(np.float32)
+    monkeypatch.setattr(binning, "SMALL_DATA_CELLS", 0)
+    thresholds = binning.compute_thresholds(X, 256)
+    thresholds = binning.trimmed(thresholds, binning.bins_needed(thresholds, 256, 300))
+    sparse = binning.sparse_group(X, thresholds, (), missing_values=False)
+    assert sparse.features == tuple(range(6, 22)) and sparse.n_candidates == 1
+    assert binning.bin_groups(thresholds, 300, sparse.features, missing_values=False) == (
+        (4, tuple(range(6)), 1), (8, (22, 23, 24), 3))
+
+    def fitted():
+        return jaxgbt.fit("logistic", X, y, n_trees=4, depth=3, grow_policy=grow_policy)
+
+    fewer = fitted()
+    monkeypatch.setattr(binning, "search_candidates", lambda *args: None)
+    every = fitted()
+    for name in ("feature", "threshold", "default_left", "leaf_value"):
+        assert_same_numbers(getattr(fewer, name), getattr(every, name), err_msg=name)
+    np.testing.assert_allclose(fewer.split_gain, every.split_gain, rtol=1e-5, atol=1e-6)
+    assert set(np.asarray(fewer.feature).ravel()) & set(range(22))  # 0/1 columns split
 
 
 @pytest.mark.parametrize("fit_options", [

@@ -205,7 +205,7 @@ def test_grow_tree_with_subtraction_grows_the_same_deep_trees():
     g = np.column_stack([x[:, 0] - x[:, 5], x[:, 6] * x[:, 7], np.sin(x[:, 8])])
     gh = np.concatenate([g + 0.3 * rng.normal(size=g.shape),
                          rng.uniform(0.2, 1.0, g.shape)], axis=1).astype(np.float32)
-    groups = ((16, (0, 1, 2, 3)), (n_bins, tuple(range(4, n_features))))
+    groups = ((16, (0, 1, 2, 3), None), (n_bins, tuple(range(4, n_features)), None))
     params = _split_params(dict(l2=1.0), jnp.float32)
     args = (jnp.asarray(bins), jnp.asarray(gh), params)
     with_subtraction = _grow_by_subtraction(*args, depth=6, n_bins=n_bins, bin_groups=groups)
@@ -251,8 +251,8 @@ def test_uses_subtraction_for_many_rows_and_outputs():
     from jaxgbt.core.tree import search_sizes, uses_subtraction
 
     sizes = search_sizes(6)
-    widths = ((256, None, None),)
-    sparse = ((16, np.arange(3), np.zeros(3, np.int32)),) + widths
+    widths = ((256, None, None, None),)
+    sparse = ((16, np.arange(3), np.zeros(3, np.int32), None),) + widths
     enough = 64 * 32 * 256
     # Measured on CPU only: off on accelerators.
     assert uses_subtraction(enough, widths, 28, 6, sizes, 256) == (

@@ -36,12 +36,15 @@ class SparseGroup:
       n_bins: B_s, the bins their histograms hold (the missing bin last).
       n_entries: E, the entries (``histogram.SparseEntries``) the training rows may
         have: their values other than 0 (NaN included), counted before binning.
+      n_candidates: the bins a split of theirs may end at, the first of the B_s - 1
+        (``data.binning.search_candidates``), or None for all of them.
     """
 
     features: tuple[int, ...]
     zero_bins: tuple[int, ...]
     n_bins: int
     n_entries: int
+    n_candidates: int | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -73,10 +76,11 @@ class BoostConfig:
       max_leaves: the leaves a "lossguide" tree grows at most (None for the others).
       ordered: ordered boosting (``jaxgbt.core.ordered``): gradients at margins that only
         used the rows before each row in a random order; the rounds carry both margins.
-      bin_groups: features whose cut points fill few bins, searched with histograms that
-        narrow: ((B_g, feature indices), ...) covering every feature once, or None for
-        every feature at ``n_bins`` (``data.binning.bin_groups``); with
-        ``sparse_group``, those not in it.
+      bin_groups: the features' groups of one histogram width, for features whose cut
+        points fill few bins: ((B_g, feature indices, candidates), ...) covering every
+        feature once, each group's splits ending at its first ``candidates`` bins
+        (None: all B_g - 1), or None for every feature at ``n_bins`` with every
+        candidate (``data.binning.bin_groups``); with ``sparse_group``, those not in it.
       sparse_group: features whose histograms are summed from their entries
         (``SparseGroup``), or None.
       score_noise: candidates are ranked by noisy scores (CatBoost's ``random_strength``,
@@ -114,7 +118,7 @@ class BoostConfig:
     grow_policy: GrowPolicy = "oblivious"
     max_leaves: int | None = None
     ordered: bool = False
-    bin_groups: tuple[tuple[int, tuple[int, ...]], ...] | None = None
+    bin_groups: tuple[tuple[int, tuple[int, ...], int | None], ...] | None = None
     sparse_group: SparseGroup | None = None
     score_noise: bool = False
     score_function: ScoreFunction = "l2"

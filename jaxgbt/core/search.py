@@ -59,36 +59,47 @@ class FeatureGroup(NamedTuple):
         every feature in order.
       zero_bins: for sparse features, each one's bin of 0 (a static NumPy array);
         else None.
+      n_candidates: the bins a split may end at, the first of the B_g - 1 value bins
+        (static; ``data.binning.search_candidates``), or None for all of them. Past
+        them a candidate divides a feature's rows as one before it does, or not at
+        all; few-valued features in a power-of-two histogram (0/1 columns without
+        missing values: 4 bins, one candidate) are scored that much less.
     """
 
     columns: jax.Array | SparseEntries
     n_bins: int
     features: np.ndarray | None
     zero_bins: np.ndarray | None = None
+    n_candidates: int | None = None
 
 
 def feature_groups(bins: jax.Array, n_bins: int, bin_groups, sparse_group=None,
                    entries: SparseEntries | None = None) -> list[FeatureGroup]:
     """The groups a tree's levels search: every feature at B, or those of
-    ``bin_groups`` (``BoostConfig.bin_groups``: (B_g, feature indices) pairs), and the
-    sparse features of ``sparse_group`` (``BoostConfig.sparse_group``), whose
-    histograms are summed from their ``entries`` (``TrainData.entries``)."""
+    ``bin_groups`` (``BoostConfig.bin_groups``: (B_g, feature indices, candidates)
+    triples), and the sparse features of ``sparse_group`` (``BoostConfig.sparse_group``),
+    whose histograms are summed from their ``entries`` (``TrainData.entries``)."""
     groups = []
     if sparse_group is not None:
         groups.append(FeatureGroup(entries, sparse_group.n_bins,
                                    np.asarray(sparse_group.features, np.int32),
-                                   np.asarray(sparse_group.zero_bins, np.int32)))
+                                   np.asarray(sparse_group.zero_bins, np.int32),
+                                   sparse_group.n_candidates))
     if bin_groups is None and sparse_group is None:
         return [FeatureGroup(bins, n_bins, None)]
     if bin_groups is None:  # the features that are not sparse, at B
         dense = np.setdiff1d(np.arange(bins.shape[0]), sparse_group.features)
-        bin_groups = ((n_bins, tuple(int(f) for f in dense)),) if dense.size else ()
-    for width, features in bin_groups:
+        bin_groups = ((n_bins, tuple(int(f) for f in dense), None),) if dense.size else ()
+    for width, features, n_candidates in bin_groups:
+        if width == n_bins and features == tuple(range(bins.shape[0])):
+            groups.append(FeatureGroup(bins, n_bins, None, None, n_candidates))  # no copy
+            continue
         indices = np.asarray(features, np.int32)
         columns = jnp.take(bins, indices, axis=0)
         # Value bins below B_g - 1 stay; the missing bin B - 1 becomes B_g - 1.
         groups.append(FeatureGroup(jnp.minimum(columns, width - 1).astype(bins.dtype)
-                                   if width < n_bins else columns, width, indices))
+                                   if width < n_bins else columns, width, indices, None,
+                                   n_candidates))
     return groups
 
 
@@ -102,10 +113,10 @@ def search_level(groups: list[FeatureGroup], node: jax.Array, gh: jax.Array, n_n
       node: i32[N], each row's node, in [0, n_nodes).
       gh: f32[N, 2K], weighted gradients then Hessians.
       n_nodes: nodes the histograms hold (static).
-      search: ``search(hist, features, counted) -> Best`` for one block: hist
-        f32[b, n_nodes, B_g, 2K] of features ``features`` i32[b] (indices among every
-        feature); a feature with ``counted`` False belongs to an earlier block and
-        must not win here.
+      search: ``search(hist, features, counted, n_candidates) -> Best`` for one
+        block: hist f32[b, n_nodes, B_g, 2K] of features ``features`` i32[b] (indices
+        among every feature), the group's ``n_candidates`` (static); a feature with
+        ``counted`` False belongs to an earlier block and must not win here.
       axis_name: the mesh axis to sum histograms over, or None on one device.
 
     Returns:
@@ -125,7 +136,7 @@ def _search_group(group: FeatureGroup, node: jax.Array, gh: jax.Array, n_nodes: 
         if axis_name is not None:
             hist = jax.lax.psum(hist, axis_name)
         return search(hist, jnp.asarray(group.features),
-                      jnp.ones(group.features.size, bool))
+                      jnp.ones(group.features.size, bool), group.n_candidates)
     n_features, n_bins = group.columns.shape[0], group.n_bins
     block = features_per_block(n_features, n_nodes, n_bins, gh.shape[1], axis_name is not None)
     ids = (jnp.arange(n_features, dtype=jnp.int32) if group.features is None
@@ -136,7 +147,8 @@ def _search_group(group: FeatureGroup, node: jax.Array, gh: jax.Array, n_nodes: 
         return hist if axis_name is None else jax.lax.psum(hist, axis_name)
 
     if block == n_features:
-        return search(histogram(group.columns), ids, jnp.ones(n_features, bool))
+        return search(histogram(group.columns), ids, jnp.ones(n_features, bool),
+                      group.n_candidates)
 
     def one_block(i):
         # The last block starts early enough to end at the last feature; the features
@@ -144,7 +156,7 @@ def _search_group(group: FeatureGroup, node: jax.Array, gh: jax.Array, n_nodes: 
         first = jnp.minimum(i * block, n_features - block)
         columns = jax.lax.dynamic_slice_in_dim(group.columns, first, block, axis=0)
         return search(histogram(columns), jax.lax.dynamic_slice_in_dim(ids, first, block),
-                      first + jnp.arange(block) >= i * block)
+                      first + jnp.arange(block) >= i * block, group.n_candidates)
 
     bests = jax.lax.map(one_block, jnp.arange(-(-n_features // block)))
     winner = jnp.argmax(rank_of(bests), axis=0)  # the first block holding the largest
@@ -219,7 +231,7 @@ def _search_group_subtracting(group: FeatureGroup, node, gh, n_nodes: int, searc
 
     if block == n_features:
         hist = histogram(0, group.columns)
-        return (search(summed(hist), ids, jnp.ones(n_features, bool)),
+        return (search(summed(hist), ids, jnp.ones(n_features, bool), group.n_candidates),
                 kept_with(parent, 0, hist))
 
     def one_block(kept, i):
@@ -227,7 +239,7 @@ def _search_group_subtracting(group: FeatureGroup, node, gh, n_nodes: int, searc
         columns = jax.lax.dynamic_slice_in_dim(group.columns, first, block, axis=0)
         hist = histogram(first, columns)
         best = search(summed(hist), jax.lax.dynamic_slice_in_dim(ids, first, block),
-                      first + jnp.arange(block) >= i * block)
+                      first + jnp.arange(block) >= i * block, group.n_candidates)
         return kept_with(kept, first, hist), best
 
     kept, bests = jax.lax.scan(one_block, parent, jnp.arange(-(-n_features // block)))

@@ -538,8 +538,9 @@ def candidate_ranks(gains: jax.Array, parent: jax.Array, cosine: jax.Array | Non
     cosine score (``cosine``); without either they are ranked by their gains.
 
     Args:
-      gains: f32[b, *S, B_g - 1, d], candidates' gains (S: the nodes' axis for
-        depthwise trees, none for an oblivious level; d missing directions).
+      gains: f32[b, *S, C, d], the gains of the candidates ending at the first C
+        of the B_g - 1 value bins (S: the nodes' axis for depthwise trees, none for an
+        oblivious level; d missing directions).
       parent: f32[b, *S], the score of the rows the candidates divide.
       cosine: f32 of the shape of ``gains``, the candidates' cosine scores
         (``cosine_scores``), or None to rank by the gain.
@@ -569,7 +570,8 @@ def candidate_ranks(gains: jax.Array, parent: jax.Array, cosine: jax.Array | Non
                 nodes[0], dtype=jnp.uint32)[:, None]
         draws = candidate_normals(noise.key, features, cells)
         score = score + noise.scale * draws[..., None]
-        splits = splits & ~repeated_candidates(hist, by_node=bool(nodes))
+        repeated = repeated_candidates(hist, by_node=bool(nodes))[..., :n_bins_here, :]
+        splits = splits & ~repeated
     return jnp.where(splits, score, -jnp.inf)
 
 
@@ -637,9 +639,10 @@ _BlockSearch = Callable[[_Sums, tuple[jax.Array, ...], jax.Array | None], Best]
 
 
 def _searched(hist: jax.Array, params: SplitParams, search: _BlockSearch,
-              missing_values: bool = True) -> Best:
+              missing_values: bool = True, n_candidates: int | None = None) -> Best:
     """The best candidate of ``hist`` f32[b, n, B, 2K] over both missing directions,
-    the missing-right ones scored only when a row of ``hist`` is in a missing bin.
+    the missing-right ones scored only when a row of ``hist`` is in a missing bin, and
+    over the first ``n_candidates`` bins a split may end at (static; None: all B - 1).
 
     Without missing values both directions have the same gain bit for bit (the
     missing sums are 0), and ties go to missing-left, so scoring missing-left alone
@@ -651,6 +654,10 @@ def _searched(hist: jax.Array, params: SplitParams, search: _BlockSearch,
     directions' winners are compared as one argmax over both would (``better``).
     """
     sums = _candidate_sums(hist, params)
+    if n_candidates is not None and n_candidates < sums.below.shape[-1]:
+        # Past them a candidate divides the rows as one before it does, or not at all
+        # (``search.FeatureGroup``'s ``n_candidates``).
+        sums = sums._replace(below=sums.below[..., :n_candidates])
     cells = hist.shape[0] * hist.shape[1] * hist.shape[2]
     if not missing_values and cells * (hist.shape[3] // 2) >= ONE_DIRECTION_MIN_CELLS:
         # The fit's rows hold no missing value (``missing_values`` False, static) and the
@@ -716,7 +723,8 @@ def best_level_candidate(hist: jax.Array, features: jax.Array, counted: jax.Arra
                          params: SplitParams, allowed: jax.Array | None,
                          n_value_bins: int | None = None,
                          score_function: ScoreFunction = "l2",
-                         missing_values: bool = True) -> Best:
+                         missing_values: bool = True,
+                         n_candidates: int | None = None) -> Best:
     """The oblivious level's best candidate among some features.
 
     Args:
@@ -730,13 +738,15 @@ def best_level_candidate(hist: jax.Array, features: jax.Array, counted: jax.Arra
       missing_values: False when no row is in a missing bin (static): searches whose
         cells times K reach ``ONE_DIRECTION_MIN_CELLS`` score the missing-left
         candidates alone (``_searched``).
+      n_candidates: the bins a split may end at, the first of the B_g - 1 (static;
+        None: all of them): past them no feature of the block holds a value.
 
     Returns:
       Best of f32[] and i32[], no extras (``score``: what the winner ranked by).
     """
     if allowed is not None:
         counted = counted & allowed[features]
-    n_hist_bins = hist.shape[2] - 1
+    n_hist_bins = n_candidates or hist.shape[2] - 1
 
     ranked = params.noise is not None or score_function == "cosine"
 
@@ -756,14 +766,15 @@ def best_level_candidate(hist: jax.Array, features: jax.Array, counted: jax.Arra
                                   n_value_bins or n_hist_bins, missing_right), (),
                     ranks.reshape(-1)[local] if ranked else None)
 
-    return _searched(hist, params, search, missing_values)
+    return _searched(hist, params, search, missing_values, n_candidates)
 
 
 def best_node_candidates(hist: jax.Array, features: jax.Array, counted: jax.Array,
                          params: SplitParams, allowed: jax.Array, bounds=None,
                          monotone: jax.Array | None = None,
                          n_value_bins: int | None = None,
-                         score_function: ScoreFunction = "l2") -> Best:
+                         score_function: ScoreFunction = "l2",
+                         n_candidates: int | None = None) -> Best:
     """Each node's best candidate among some features, for depthwise trees.
 
     Args:
@@ -771,7 +782,7 @@ def best_node_candidates(hist: jax.Array, features: jax.Array, counted: jax.Arra
       counted: bool[b], False for a feature that must not win (searched elsewhere).
       allowed: bool[n, F] over every feature, the features each node may split on.
       bounds, monotone: as in ``node_gains`` (monotone i32[F] over every feature).
-      n_value_bins: as in ``best_level_candidate``.
+      n_value_bins, n_candidates: as in ``best_level_candidate``.
       score_function: as in ``best_level_candidate``, each node on its own.
 
     Returns:
@@ -780,7 +791,7 @@ def best_node_candidates(hist: jax.Array, features: jax.Array, counted: jax.Arra
     """
     usable = allowed[:, features].T & counted[:, None]  # [b, n]
     block_monotone = None if monotone is None else monotone[features]
-    n_nodes, n_hist_bins = hist.shape[1], hist.shape[2] - 1
+    n_nodes, n_hist_bins = hist.shape[1], n_candidates or hist.shape[2] - 1
 
     ranked = params.noise is not None or score_function == "cosine"
 
@@ -815,7 +826,7 @@ def best_node_candidates(hist: jax.Array, features: jax.Array, counted: jax.Arra
                                         n_value_bins or n_hist_bins, missing_right),
                     extra, score)
 
-    return _searched(hist, params, search)
+    return _searched(hist, params, search, n_candidates=n_candidates)
 
 
 def _global_index(local: jax.Array, features: jax.Array, n_hist_bins: int, directions: int,

@@ -85,9 +85,9 @@ def _search_level_of(n_nodes: int, n_bins: int, axis_name, widths, score_functio
     ``widths`` and ``columns`` are the static and traced halves of ``feature_groups``."""
     params = _with_row_counts(params, node, gh, n_nodes, axis_name)
     best = search_level(_groups(widths, columns), node, gh, n_nodes,
-                        lambda hist, features, counted: best_level_candidate(
+                        lambda hist, features, counted, n_candidates: best_level_candidate(
                             hist, features, counted, params, allowed, n_bins - 1,
-                            score_function, missing_values),
+                            score_function, missing_values, n_candidates),
                         axis_name)
     return split_of(best, n_bins - 1, params)
 
@@ -103,9 +103,9 @@ def _search_level_subtracting_of(n_nodes: int, n_bins: int, axis_name, widths,
     params = _with_row_counts(params, node, gh, n_nodes, axis_name)
     best, parents = search_level_subtracting(
         _groups(widths, columns), node, gh, n_nodes,
-        lambda hist, features, counted: best_level_candidate(
+        lambda hist, features, counted, n_candidates: best_level_candidate(
             hist, features, counted, params, allowed, n_bins - 1, score_function,
-            missing_values),
+            missing_values, n_candidates),
         smaller_children(node, gh, n_nodes), parents, keep,
         level == 0 if has_first else False, axis_name)
     return split_of(best, n_bins - 1, params), parents
@@ -120,9 +120,10 @@ def _with_row_counts(params: SplitParams, node, gh, n_nodes: int, axis_name) -> 
 
 
 def _split_groups(groups):
-    """(static (B_g, features, zero bins) triples, traced columns) of ``feature_groups``:
-    a ``lax.switch`` takes the columns as operands and the rest in its branches."""
-    return (tuple((g.n_bins, g.features, g.zero_bins) for g in groups),
+    """(static (B_g, features, zero bins, candidates) quadruples, traced columns) of
+    ``feature_groups``: a ``lax.switch`` takes the columns as operands and the rest in
+    its branches."""
+    return (tuple((g.n_bins, g.features, g.zero_bins, g.n_candidates) for g in groups),
             tuple(g.columns for g in groups))
 
 
@@ -134,11 +135,11 @@ def _search_cells(widths, n_features: int, axis_name) -> int | None:
     if axis_name is not None:
         return None
     return sum(n_bins * (n_features if features is None else features.size)
-               for n_bins, features, _ in widths)
+               for n_bins, features, _, _ in widths)
 
 
 def _groups(widths, columns):
-    return [FeatureGroup(c, n, f, z) for (n, f, z), c in zip(widths, columns, strict=True)]
+    return [FeatureGroup(c, *static) for static, c in zip(widths, columns, strict=True)]
 
 
 # (feature, bin) cells per node times the deepest level's nodes, up to which every level
@@ -209,7 +210,7 @@ SUBTRACTION_MAX_BYTES = 2**28
 def can_subtract(widths, sizes: list[int]) -> bool:
     """Whether a tree can be grown with histogram subtraction: over dense features
     (``_split_groups``'s widths: no sparse group), below a first level."""
-    return len(sizes) >= 2 and all(zero_bins is None for _, _, zero_bins in widths)
+    return len(sizes) >= 2 and all(zero_bins is None for _, _, zero_bins, _ in widths)
 
 
 def uses_subtraction(n_rows: int, widths, n_features: int, n_columns: int,
@@ -224,7 +225,7 @@ def uses_subtraction(n_rows: int, widths, n_features: int, n_columns: int,
             or n_rows < SUBTRACTION_MIN_ROWS_PER_CELL * sizes[-1] * n_bins):
         return False
     carried = sum((n_features if features is None else features.size) * width
-                  for width, features, _ in widths) * (sizes[-1] // 2) * n_columns * 4
+                  for width, features, _, _ in widths) * (sizes[-1] // 2) * n_columns * 4
     return carried <= SUBTRACTION_MAX_BYTES
 
 
@@ -298,7 +299,7 @@ def grow_tree(bins: jax.Array, gh: jax.Array, params: SplitParams, depth: int, n
                     for size in distinct]
         parents = tuple(jnp.zeros((group.shape[0], sizes[-1] // 2, width, gh.shape[1]),
                                   gh.dtype)
-                        for (width, _, _), group in zip(widths, columns, strict=True))
+                        for (width, _, _, _), group in zip(widths, columns, strict=True))
     else:
         searches = [functools.partial(_search_level_of, size, n_bins, axis_name, widths,
                                       score_function, missing_values=missing_values)
@@ -347,9 +348,9 @@ def _search_node_splits_of(n_nodes: int, n_all: int, n_bins: int, axis_name, wid
     bounds = None if bounds is None else tuple(b[:n_nodes] for b in bounds)
     params = _with_row_counts(params, node, gh, n_nodes, axis_name)
     best = search_level(_groups(widths, columns), node, gh, n_nodes,
-                        lambda hist, features, counted: best_node_candidates(
+                        lambda hist, features, counted, n_candidates: best_node_candidates(
                             hist, features, counted, params, allowed[:n_nodes], bounds,
-                            monotone, n_bins - 1, score_function),
+                            monotone, n_bins - 1, score_function, n_candidates),
                         axis_name)
     split = split_of(best, n_bins - 1, params)
     pad = n_all - n_nodes

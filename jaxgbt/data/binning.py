@@ -321,28 +321,75 @@ MIN_GROUP_SAVING = 0.25
 MAX_GROUPED_ROWS = 2**18
 
 
-def bin_groups(thresholds: np.ndarray, n_rows: int, exclude: tuple[int, ...] = ()
-               ) -> tuple[tuple[int, tuple[int, ...]], ...] | None:
-    """Features whose cut points fill few bins, searched with narrower histograms.
+def search_candidates(thresholds: np.ndarray, features, n_bins: int,
+                      missing_values: bool) -> int | None:
+    """The bins a split of some features searched together may end at, the first of
+    their histograms' B_g - 1 value bins, or None for all of them.
+
+    A feature with c finite cut points fills value bins 0..c. A split ending at bin
+    c - 1 or below divides its values; one ending at bin c sends every value one way,
+    which divides the rows only when some are missing (the missing-or-not split); past
+    c every candidate repeats one before it (``core.split.repeated_candidates``). The
+    count is rounded up to 2**k - 1, so that few-valued features compile to few
+    programs whatever their exact counts: 0/1 columns without missing values score one
+    candidate of a 4-bin histogram's three.
+
+    Args:
+      thresholds: f32[F, B - 1], trimmed (``trimmed``).
+      features: the features' indices.
+      n_bins: B_g, the bins their histograms hold.
+      missing_values: whether a training row may be missing (``BoostConfig``).
+    """
+    most_cuts = int(np.isfinite(thresholds[np.asarray(features, np.int64)]).sum(axis=1)
+                    .max(initial=0))
+    needed = max(1, most_cuts + int(missing_values))
+    rounded = (1 << needed.bit_length()) - 1
+    return rounded if rounded < n_bins - 1 else None
+
+
+def bin_groups(thresholds: np.ndarray, n_rows: int, exclude: tuple[int, ...] = (),
+               missing_values: bool = True
+               ) -> tuple[tuple[int, tuple[int, ...], int | None], ...] | None:
+    """Features whose cut points fill few bins, searched with narrower histograms or
+    fewer candidates.
 
     A feature with c finite cut points needs c + 2 bins (value bins 0..c, then the
     missing bin), rounded up to a power of two as in ``bins_needed``. When one width
     B_g < B splits the features into those that need at most B_g and the rest so that
-    the search does at least ``MIN_GROUP_SAVING`` less work, the result is
-    ``((B_g, narrow features), (B, the others))``; else None (every feature at B), as
-    it is for small data (``is_small_data``, of the densely searched features) or more than
-    ``MAX_GROUPED_ROWS`` rows. The splits are the same either way (``core.search``).
+    the search does at least ``MIN_GROUP_SAVING`` less work, the groups are
+    ``((B_g, narrow features, candidates), (B, the others, candidates))`` (up to
+    ``MAX_GROUPED_ROWS`` rows); else every feature is one group at B, returned when its
+    splits end at fewer than B - 1 bins (``search_candidates``). Otherwise None (every
+    feature at B, every candidate), as for small data (``is_small_data``, of the
+    densely searched features), whose programs are shared whatever their columns hold.
+    The splits are the same either way (``core.search``).
 
     Args:
       thresholds: f32[F, B - 1], trimmed (``trimmed``).
       n_rows: N, the training rows.
       exclude: features searched elsewhere (``sparse_group``), in no group here.
+      missing_values: whether a training row may be missing (``search_candidates``).
     """
     n_bins = thresholds.shape[1] + 1
-    if n_rows > MAX_GROUPED_ROWS or n_bins <= MIN_TRIMMED_BINS:
-        return None
     kept = np.setdiff1d(np.arange(thresholds.shape[0]), np.asarray(exclude, np.int64))
     if kept.size == 0 or is_small_data(n_rows, kept.size):
+        return None
+    groups = _narrow_groups(thresholds, kept) if n_rows <= MAX_GROUPED_ROWS else None
+    if groups is None:
+        candidates = search_candidates(thresholds, kept, n_bins, missing_values)
+        return None if candidates is None else (
+            (n_bins, tuple(int(f) for f in kept), candidates),)
+    return tuple((width, features, search_candidates(thresholds, features, width,
+                                                     missing_values))
+                 for width, features in groups)
+
+
+def _narrow_groups(thresholds: np.ndarray, kept: np.ndarray
+                   ) -> tuple[tuple[int, tuple[int, ...]], ...] | None:
+    """``bin_groups``' two widths (B_g, features) for the features ``kept``, or None
+    where no narrower width cuts the search by ``MIN_GROUP_SAVING``."""
+    n_bins = thresholds.shape[1] + 1
+    if n_bins <= MIN_TRIMMED_BINS:
         return None
     needed = np.isfinite(thresholds[kept]).sum(axis=1) + 2
     full = needed.size * n_bins
@@ -391,8 +438,8 @@ def _not_zero_counts(X) -> np.ndarray:
     return counts
 
 
-def sparse_group(X, thresholds: np.ndarray, dense: tuple[int, ...] = ()
-                 ) -> SparseGroup | None:
+def sparse_group(X, thresholds: np.ndarray, dense: tuple[int, ...] = (),
+                 missing_values: bool = True) -> SparseGroup | None:
     """The features whose histograms are summed from their entries, or None.
 
     Features with at most ``SPARSE_MAX_SHARE`` of their rows not 0 are sparse (the
@@ -406,6 +453,7 @@ def sparse_group(X, thresholds: np.ndarray, dense: tuple[int, ...] = ()
       thresholds: f32[F, B - 1], trimmed (``trimmed``).
       dense: features kept out of the group whatever their values (target statistics
         whose values differ by order of the rows, while the entries are of one order).
+      missing_values: whether a training row may be missing (``search_candidates``).
     """
     n_rows = X.shape[0]
     counts = _not_zero_counts(X)
@@ -424,7 +472,9 @@ def sparse_group(X, thresholds: np.ndarray, dense: tuple[int, ...] = ()
     zero_bins = [int(np.searchsorted(thresholds[f], FLOAT_DTYPE(0), side="left"))
                  for f in features]
     return SparseGroup(features=tuple(int(f) for f in features), zero_bins=tuple(zero_bins),
-                       n_bins=n_bins, n_entries=max(1, n_entries))
+                       n_bins=n_bins, n_entries=max(1, n_entries),
+                       n_candidates=search_candidates(thresholds, features, n_bins,
+                                                      missing_values))
 
 
 def sparse_entries(binned: np.ndarray, group: SparseGroup) -> SparseEntries:

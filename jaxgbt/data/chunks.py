@@ -418,7 +418,7 @@ class ChunkedDataset(Dataset):
                 target_statistic: str | None = None) -> "ChunkedDataset":
         return self  # number columns only: nothing to encode
 
-    def sparse_group(self, thresholds: np.ndarray) -> None:
+    def sparse_group(self, thresholds: np.ndarray, missing_values: bool = True) -> None:
         """None: the rows are not held to count their non-zeros (dense histograms)."""
         return None
 

@@ -191,12 +191,14 @@ class Dataset:
         # device_put adopts the (aligned) binned matrix on CPU: no second copy of it.
         return jax.device_put(bins)
 
-    def sparse_group(self, thresholds: np.ndarray) -> SparseGroup | None:
+    def sparse_group(self, thresholds: np.ndarray, missing_values: bool = True
+                     ) -> SparseGroup | None:
         """The features whose histograms are summed from their entries
-        (``binning.sparse_group``), or None: never a target-statistic column of
-        several orders."""
+        (``binning.sparse_group``; ``missing_values``: ``may_hold_missing``), or None:
+        never a target-statistic column of several orders."""
         extra = self.order_statistics
-        return sparse_group(self.X, thresholds, () if extra is None else extra.columns)
+        return sparse_group(self.X, thresholds, () if extra is None else extra.columns,
+                            missing_values)
 
     @staticmethod
     def entries(bins: jax.Array, group: SparseGroup) -> SparseEntries:
