@@ -340,7 +340,8 @@ def search_candidates(thresholds: np.ndarray, features, n_bins: int,
       n_bins: B_g, the bins their histograms hold.
       missing_values: whether a training row may be missing (``BoostConfig``).
     """
-    most_cuts = int(np.isfinite(thresholds[np.asarray(features, np.int64)]).sum(axis=1)
+    # Every edge below +inf ends a value bin (a -inf edge too, which no fit's data give).
+    most_cuts = int((thresholds[np.asarray(features, np.int64)] < np.inf).sum(axis=1)
                     .max(initial=0))
     needed = max(1, most_cuts + int(missing_values))
     rounded = (1 << needed.bit_length()) - 1
