@@ -654,17 +654,21 @@ def _searched(hist: jax.Array, params: SplitParams, search: _BlockSearch,
     directions' winners are compared as one argmax over both would (``better``).
     """
     sums = _candidate_sums(hist, params)
-    if n_candidates is not None and n_candidates < sums.below.shape[-1]:
+    trimmed = n_candidates is not None and n_candidates < sums.below.shape[-1]
+    if trimmed:
         # Past them a candidate divides the rows as one before it does, or not at all
         # (``search.FeatureGroup``'s ``n_candidates``).
         sums = sums._replace(below=sums.below[..., :n_candidates])
     cells = hist.shape[0] * hist.shape[1] * hist.shape[2]
-    if not missing_values and cells * (hist.shape[3] // 2) >= ONE_DIRECTION_MIN_CELLS:
+    if not missing_values and (trimmed or
+                               cells * (hist.shape[3] // 2) >= ONE_DIRECTION_MIN_CELLS):
         # The fit's rows hold no missing value (``missing_values`` False, static) and the
-        # search is large: missing-left alone, with no loop. 2,000 x 180, three classes,
-        # 8-10% faster and 0.5 s less compilation than both directions in one pass;
-        # narrow binary searches were slower so (docs/benchmarks.md, "Data without NaN:
-        # missing-left alone in one-pass searches").
+        # search is large, or of few candidates: missing-left alone, with no loop. 2,000
+        # x 180, three classes, 8-10% faster and 0.5 s less compilation than both
+        # directions in one pass; narrow binary searches were slower so, searches of
+        # few-valued features not (docs/benchmarks.md, "Data without NaN: missing-left
+        # alone in one-pass searches", "Few-valued groups scored at their values'
+        # candidates only").
         return search(sums, _lefts(sums, 1), None)
     if cells < ONE_DIRECTION_MIN_CELLS:
         return search(sums, _lefts(sums, 2), None)
