@@ -256,12 +256,13 @@ def test_search_candidates_end_past_the_last_value_bin_only_with_missing_values(
     assert binning.search_candidates(thresholds, [0, 2], 16, False) == 7
 
 
-@pytest.mark.parametrize("grow_policy", ["oblivious", "depthwise"])
+@pytest.mark.parametrize("grow_policy", ["oblivious", "depthwise", "lossguide"])
 def test_candidates_past_every_value_unscored_give_the_same_model(monkeypatch, grow_policy):
     # Dense 0/1 columns (4-bin histograms, one candidate of three), sparse 0/1 columns
     # (their entries' group, one candidate) and four-valued ones (8 bins, three of
-    # seven), no value missing, with score noise: the trees must be those scored over
-    # every candidate, and the numbers equal to float rounding.
+    # seven), no value missing, with score noise: scored at fewer candidates and
+    # missing-left alone, the trees must be those scored at every candidate in both
+    # directions, and the numbers equal to float rounding.
     import jaxgbt
     import jaxgbt.data.binning as binning
 

@@ -88,9 +88,10 @@ class BoostConfig:
       score_function: what candidates are ranked by: "l2", the gain (XGBoost's), or
         "cosine", CatBoost's default score (``split.cosine_scores``).
       missing_values: whether a training row may sit in a missing bin (X holds a NaN).
-        False: oblivious levels' larger searches score missing-left alone, with no
-        loop over directions (``split.best_level_candidate``): without missing rows
-        both directions have the same gains, and ties go to missing-left.
+        False: oblivious levels' larger searches, and any search of a group with fewer
+        candidates, score missing-left alone, with no loop over directions
+        (``split._searched``): without missing rows both directions have the same
+        gains, and ties go to missing-left.
       leaf_newton_steps: Newton steps per leaf value (CatBoost's
         ``leaf_estimation_iterations``): after the first, each takes the derivatives
         again at the margins the leaf values so far lead to (``leaves.newton_from``).

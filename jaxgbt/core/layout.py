@@ -72,8 +72,7 @@ class Layout(abc.ABC):
              ) -> tuple[BinnedTree, jax.Array, tuple | None]:
         """One tree (args as ``tree.grow_tree``, ``level_allowed`` of the shape
         ``feature_mask_shape`` gives; ``max_leaves``, static, read by leaf-wise growth
-        alone; ``missing_values``, static, by oblivious growth alone): (tree, leaf ids
-        i32[N], leaf bounds or None)."""
+        alone): (tree, leaf ids i32[N], leaf bounds or None)."""
 
     @abc.abstractmethod
     def constrain_leaves(self, tree: BinnedTree, leaf_bounds, monotone) -> BinnedTree:
@@ -172,7 +171,7 @@ class Depthwise(Layout):
              entries=None, max_leaves=None, score_function="l2", missing_values=True):
         return grow_depthwise_tree(bins, gh, params, depth, n_bins, axis_name, level_allowed,
                                    interaction_sets, monotone, bin_groups, sparse_group,
-                                   entries, score_function)
+                                   entries, score_function, missing_values=missing_values)
 
     def constrain_leaves(self, tree, leaf_bounds, monotone):
         if monotone is None:
@@ -206,7 +205,8 @@ class Lossguide(Depthwise):
         return grow_lossguide_tree(bins, gh, params, depth, n_bins,
                                    default_max_leaves(depth) if max_leaves is None else max_leaves,
                                    axis_name, level_allowed, interaction_sets, monotone,
-                                   bin_groups, sparse_group, entries, score_function)
+                                   bin_groups, sparse_group, entries, score_function,
+                                   missing_values=missing_values)
 
 
 # LightGBM's num_leaves default, within the 2**D leaves of depth D.

@@ -341,7 +341,7 @@ def grow_tree(bins: jax.Array, gh: jax.Array, params: SplitParams, depth: int, n
 
 def _search_node_splits_of(n_nodes: int, n_all: int, n_bins: int, axis_name, widths,
                            score_function, columns, node, gh, params: SplitParams, allowed,
-                           bounds, monotone):
+                           bounds, monotone, *, missing_values: bool = True):
     """The best split of each of the first ``n_nodes`` nodes (those in use at a level),
     padded with pass-through splits to ``n_all`` nodes, and the g and h sums of each
     node's children under it (f32[n_all, 2K] each, with ``bounds``; else None)."""
@@ -350,7 +350,8 @@ def _search_node_splits_of(n_nodes: int, n_all: int, n_bins: int, axis_name, wid
     best = search_level(_groups(widths, columns), node, gh, n_nodes,
                         lambda hist, features, counted, n_candidates: best_node_candidates(
                             hist, features, counted, params, allowed[:n_nodes], bounds,
-                            monotone, n_bins - 1, score_function, n_candidates),
+                            monotone, n_bins - 1, score_function, n_candidates,
+                            missing_values),
                         axis_name)
     split = split_of(best, n_bins - 1, params)
     pad = n_all - n_nodes
@@ -378,7 +379,7 @@ def grow_depthwise_tree(bins: jax.Array, gh: jax.Array, params: SplitParams, dep
                         interaction_sets: jax.Array | None = None,
                         monotone: jax.Array | None = None, bin_groups=None,
                         sparse_group=None, entries=None,
-                        score_function: ScoreFunction = "l2"
+                        score_function: ScoreFunction = "l2", missing_values: bool = True
                         ) -> tuple[BinnedTree, jax.Array, tuple | None]:
     """Grows one depthwise tree (each node its own split), level by level.
 
@@ -400,7 +401,7 @@ def grow_depthwise_tree(bins: jax.Array, gh: jax.Array, params: SplitParams, dep
         bins, n_bins, bin_groups, sparse_group, entries and with_gradients(entries, gh)))
     sizes = search_sizes(depth, _search_cells(widths, n_features, axis_name), n_outputs)
     searches = [functools.partial(_search_node_splits_of, size, n_nodes, n_bins, axis_name,
-                                  widths, score_function)
+                                  widths, score_function, missing_values=missing_values)
                 for size in sorted(set(sizes))]
     branch = jnp.asarray([sorted(set(sizes)).index(size) for size in sizes], jnp.int32)
     # Child c of the level below is side c % 2 of node c // 2.
@@ -669,7 +670,7 @@ def grow_lossguide_tree(bins: jax.Array, gh: jax.Array, params: SplitParams, dep
                         interaction_sets: jax.Array | None = None,
                         monotone: jax.Array | None = None, bin_groups=None,
                         sparse_group=None, entries=None,
-                        score_function: ScoreFunction = "l2"
+                        score_function: ScoreFunction = "l2", missing_values: bool = True
                         ) -> tuple[BinnedTree, jax.Array, tuple | None]:
     """Grows one tree leaf by leaf (LightGBM's best-first growth), into a depthwise
     tree's arrays.
@@ -696,7 +697,7 @@ def grow_lossguide_tree(bins: jax.Array, gh: jax.Array, params: SplitParams, dep
     widths, columns = _split_groups(feature_groups(
         bins, n_bins, bin_groups, sparse_group, entries and with_gradients(entries, gh)))
     search = functools.partial(_search_node_splits_of, 2, 2, n_bins, axis_name, widths,
-                               score_function)
+                               score_function, missing_values=missing_values)
     windows = window_sizes(n_rows)
     # Rows split over devices are searched whole: each device would pick a window of its
     # own around the histogram's all-reduce. Sparse entries are listed by row, not taken.
