@@ -740,10 +740,11 @@ def best_level_candidate(hist: jax.Array, features: jax.Array, counted: jax.Arra
       score_function: "l2" ranks candidates by their gain summed over the level's
         nodes, "cosine" by the cosine score of the whole level (static).
       missing_values: False when no row is in a missing bin (static): searches whose
-        cells times K reach ``ONE_DIRECTION_MIN_CELLS`` score the missing-left
-        candidates alone (``_searched``).
+        cells times K reach ``ONE_DIRECTION_MIN_CELLS``, and those with
+        ``n_candidates``, score the missing-left candidates alone (``_searched``).
       n_candidates: the bins a split may end at, the first of the B_g - 1 (static;
-        None: all of them): past them no feature of the block holds a value.
+        None: all of them): past them a candidate divides the rows as one before it
+        does, or not at all (``search.FeatureGroup``).
 
     Returns:
       Best of f32[] and i32[], no extras (``score``: what the winner ranked by).
