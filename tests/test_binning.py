@@ -329,6 +329,60 @@ def test_sparse_entries_list_each_rows_bins_other_than_zero():
                        np.isnan(X[entries.rows[missing], 7]))  # the missing bin, last
 
 
+def test_exclusive_bundles_share_no_row_and_fit_a_byte():
+    # Three one-hot blocks (6, 5 and 4 levels), a NaN standing in a row of the first,
+    # and a column that overlaps the second block: it cannot join that bundle.
+    import scipy.sparse
+
+    from jaxgbt.data import binning
+
+    rng = np.random.default_rng(2)
+    n_rows = 500
+    X = np.zeros((n_rows, 16), np.float32)
+    for first, levels in ((0, 6), (6, 5), (11, 4)):
+        X[np.arange(n_rows), first + rng.integers(0, levels, n_rows)] = 1.0
+    X[np.flatnonzero(X[:, 2])[0], 2] = np.nan
+    X[:, 15] = (X[:, 7] > 0) & (rng.random(n_rows) < 0.5)
+    features = np.arange(16)
+    counts = np.count_nonzero(X, axis=0)
+    bundles = binning.exclusive_bundles(X, features, counts, 4, 16)
+    assert sorted(map(sorted, bundles)) == [list(range(6)), list(range(6, 11)),
+                                           list(range(11, 15)), [15]]
+    assert binning.exclusive_bundles(scipy.sparse.csc_matrix(X), features, counts, 4,
+                                     16) == bundles  # the stored entries of CSC X
+    for bundle in bundles:  # at most one feature of a bundle is not 0 in a row
+        assert (np.count_nonzero(X[:, list(bundle)], axis=1) <= 1).all()
+    # 64 bins a feature: 3 of them fill a bundle's 255 values, so each block takes two
+    # bundles, and the last column, exclusive of all but column 7, joins one of them.
+    wide = binning.exclusive_bundles(X, features, counts, 64, 16)
+    assert max(map(len, wide)) == 3 and len(wide) == 6
+    assert binning.exclusive_bundles(X, features, counts, 4, 3) is None  # 4 are needed
+
+
+def test_bundled_entries_name_each_rows_feature_and_bin():
+    from jaxgbt.data import binning
+
+    rng = np.random.default_rng(3)
+    X = np.zeros((400, 24), np.float32)
+    X[np.arange(400), rng.integers(0, 24, 400)] = rng.integers(1, 3, 400)  # 1s and 2s
+    thresholds = trimmed(compute_thresholds(X, 64), 64)
+    binning_rows = binning.BUNDLE_MIN_ROWS
+    try:
+        binning.BUNDLE_MIN_ROWS = 0
+        group = binning.sparse_group(X, thresholds)
+    finally:
+        binning.BUNDLE_MIN_ROWS = binning_rows
+    assert group.bundles == (tuple(range(24)),) and group.n_bins == 4
+    binned = apply_bins(X, thresholds)
+    entries = binning.sparse_entries(binned, group)
+    (values,) = entries.bundles
+    feature = np.argmax(X != 0, axis=1)
+    assert_array_equal(values, 1 + feature * 4 + binned[feature, np.arange(400)])
+    slots, width = group.bundle_slots()
+    assert width == 1 + 24 * 4
+    assert_array_equal(slots, 1 + 4 * np.arange(24))
+
+
 def test_sparse_group_leaves_out_its_widest_features_past_its_cells(monkeypatch):
     # The group's histogram is one block: past SPARSE_MAX_CELLS features x bins, the
     # features that need the most bins stay with the dense ones.

@@ -334,9 +334,64 @@ def test_sparse_features_summed_from_entry_lists_give_the_same_model(monkeypatch
     assert np.isin(np.asarray(dense.feature), np.arange(18)).any()  # sparse features split
 
 
-def test_sparse_features_in_a_sweep_give_each_members_own_fit():
-    # fit_many runs the members' rounds under one program (vmap); the entries are the
-    # data's, shared by every member.
+def _one_hot_data(n_rows: int, seed: int):
+    """Two categorical columns one-hot (20 and 12 levels), one level holding counts and
+    another a missing value (both still one column of a row at most), beside two
+    normal columns; a 0/1 label."""
+    rng = np.random.default_rng(seed)
+    codes = np.column_stack([rng.integers(0, 20, n_rows), rng.integers(0, 12, n_rows)])
+    X = np.zeros((n_rows, 34), np.float32)
+    X[np.arange(n_rows), codes[:, 0]] = 1.0
+    X[np.arange(n_rows), 20 + codes[:, 1]] = 1.0
+    X[:, 3] *= rng.integers(1, 4, n_rows)
+    X[np.flatnonzero(X[:, 25])[:3], 25] = np.nan
+    X[:, 32:] = rng.normal(size=(n_rows, 2))
+    score = (np.isin(codes[:, 0], [1, 3, 5]) + 0.7 * (codes[:, 1] > 6) + 0.5 * X[:, 32]
+             + rng.normal(size=n_rows) / 2)
+    return X, (score > np.median(score)).astype(np.float32)
+
+
+@pytest.mark.parametrize("fit_options", [
+    dict(grow_policy="oblivious"), dict(grow_policy="depthwise"),
+    dict(grow_policy="lossguide"),
+    dict(grow_policy="oblivious", subsample=0.5, objective="softmax")])
+def test_exclusive_features_summed_in_bundles_give_the_entries_model(monkeypatch,
+                                                                     fit_options):
+    # One-hot columns are mutually exclusive: each categorical's columns are one bundle
+    # (one column of bytes), summed as a dense column and read apart. A feature's bins
+    # sum the same rows in the same order as its entries do, so the models are equal bit
+    # for bit, gains included (score noise on: it ranks the same gains).
+    import jaxgbt
+    import jaxgbt.data.binning as binning
+
+    X, y = _one_hot_data(600, 8)
+    options = dict(fit_options)
+    objective = options.pop("objective", "logistic")
+    if objective == "softmax":
+        y = (y + (X[:, 32] > 1)).astype(np.float32)
+    monkeypatch.setattr(binning, "BUNDLE_MIN_ROWS", 0)
+    thresholds = binning.trimmed(binning.compute_thresholds(X, 64), 64)
+    group = binning.sparse_group(X, thresholds)
+    assert group.features == tuple(range(32)) and group.n_entries == 1
+    assert sorted(group.bundles) == [tuple(range(20)), tuple(range(20, 32))]
+
+    def fitted():
+        return jaxgbt.fit(objective, X, y, n_trees=4, depth=3, n_bins=64, **options)
+
+    bundled = fitted()
+    monkeypatch.setattr(binning, "BUNDLE_MAX_SHARE", 0.0)  # entry lists
+    assert binning.sparse_group(X, thresholds).bundles is None
+    from_entries = fitted()
+    for name in ("feature", "threshold", "default_left", "split_gain", "leaf_value"):
+        assert_same_numbers(getattr(bundled, name), getattr(from_entries, name),
+                            err_msg=name)
+    assert np.isin(np.asarray(bundled.feature), np.arange(32)).any()  # one-hot columns split
+
+
+@pytest.mark.parametrize("bundled", [False, True])
+def test_sparse_features_in_a_sweep_give_each_members_own_fit(monkeypatch, bundled):
+    # fit_many runs the members' rounds under one program (vmap); the entries (or the
+    # bundles of one-hot columns) are the data's, shared by every member.
     import jaxgbt
     import jaxgbt.data.binning as binning
 
@@ -344,7 +399,11 @@ def test_sparse_features_in_a_sweep_give_each_members_own_fit():
     X = np.column_stack([rng.random((300, 18)) < 0.1, rng.normal(size=(300, 2))]
                         ).astype(np.float32)
     y = ((X[:, 0] + X[:, 1] + X[:, 18]) > 0.5).astype(np.float32)
-    assert binning.sparse_group(X, binning.compute_thresholds(X, 256)) is not None
+    if bundled:
+        monkeypatch.setattr(binning, "BUNDLE_MIN_ROWS", 0)
+        X, y = _one_hot_data(300, 4)
+    group = binning.sparse_group(X, binning.compute_thresholds(X, 256))
+    assert (group.bundles is not None) == bundled
     fit = dict(n_trees=4, depth=3, random_strength=0.0)
     many = jaxgbt.fit_many("logistic", X, y, {"learning_rate": [0.1, 0.3]}, **fit)
     for i, rate in enumerate([0.1, 0.3]):

@@ -8,6 +8,7 @@ from typing import Literal
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from jaxgbt.objectives import Loss
 
@@ -38,6 +39,9 @@ class SparseGroup:
         have: their values other than 0 (NaN included), counted before binning.
       n_candidates: the bins a split of theirs may end at, the first of the B_s - 1
         (``data.binning.search_candidates``), or None for all of them.
+      bundles: mutually exclusive features summed as one column each
+        (``data.binning.exclusive_bundles``: each bundle the positions in ``features``
+        of its features), in place of the entries (then ``n_entries`` is 1); or None.
     """
 
     features: tuple[int, ...]
@@ -45,6 +49,18 @@ class SparseGroup:
     n_bins: int
     n_entries: int
     n_candidates: int | None = None
+    bundles: tuple[tuple[int, ...], ...] | None = None
+
+    def bundle_slots(self) -> tuple[np.ndarray, int]:
+        """(i32[F_s]: where each feature's bins start in its bundles' histogram read as
+        one axis of G x W bins, W): a bundle's k-th feature holds its bins B_s at
+        1 + k * B_s (0 is the rows in which every feature of the bundle is 0)."""
+        width = 1 + max(map(len, self.bundles)) * self.n_bins
+        slots = np.zeros(len(self.features), np.int32)
+        for b, positions in enumerate(self.bundles):
+            for k, position in enumerate(positions):
+                slots[position] = b * width + 1 + k * self.n_bins
+        return slots, width
 
 
 @dataclasses.dataclass(frozen=True)

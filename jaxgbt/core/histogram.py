@@ -5,6 +5,7 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from jaxgbt.core.split import sum_by_halving
 
@@ -315,7 +316,11 @@ class SparseEntries(NamedTuple):
         (``sampling.drawn_rows``), each slot's row.
       row_axis: [N, 0] with ``slot_rows``: no values, its shape gives the rows N.
       gh: f32[E, C] or None: each entry's row's g and h in the tree being grown
-        (``with_gradients``), read once per tree rather than once per level.
+        (``with_gradients``), read once per tree rather than once per level; with
+        ``bundles``, f32[N, C], each row's.
+      bundles: u8[G, N] or None: the group's features bundled (``SparseGroup.bundles``),
+        each row's value in each bundle (``data.binning.exclusive_bundles``); the
+        entries are then one padding entry.
     """
 
     rows: jax.Array
@@ -324,6 +329,7 @@ class SparseEntries(NamedTuple):
     slot_rows: jax.Array | None = None
     row_axis: jax.Array | None = None
     gh: jax.Array | None = None
+    bundles: jax.Array | None = None
 
 
 def with_gradients(entries: SparseEntries, gh: jax.Array) -> SparseEntries:
@@ -331,7 +337,7 @@ def with_gradients(entries: SparseEntries, gh: jax.Array) -> SparseEntries:
     slots of ``entries.slot_rows``: a row drawn into several slots adds them up)."""
     if entries.slot_rows is not None:
         gh = jax.ops.segment_sum(gh, entries.slot_rows, num_segments=entries.row_axis.shape[0])
-    return entries._replace(gh=gh[entries.rows])
+    return entries._replace(gh=gh if entries.bundles is not None else gh[entries.rows])
 
 
 # Entries are ordered by (feature // ENTRY_FEATURE_BLOCK, row, feature): the additions
@@ -348,7 +354,8 @@ _SPARE_SEGMENTS = 256
 
 
 def build_sparse_histogram(entries: SparseEntries, node: jax.Array, gh: jax.Array,
-                           n_nodes: int, n_bins: int, zero_bins: jax.Array) -> jax.Array:
+                           n_nodes: int, n_bins: int, zero_bins: jax.Array,
+                           bundle_slots: tuple[np.ndarray, int] | None = None) -> jax.Array:
     """Sums of g and h per feature, node and bin of features stored as entries.
 
     Most rows of a sparse feature sit in one bin (the bin of 0). Only the other rows
@@ -364,14 +371,22 @@ def build_sparse_histogram(entries: SparseEntries, node: jax.Array, gh: jax.Arra
       gh: f32[N, C] (or f32[S, C]), the weighted g and h of each row (C = 2K).
       n_nodes, n_bins: the histogram's nodes and bins (static).
       zero_bins: i32[F_s], each feature's bin of 0.
+      bundle_slots: with ``entries.bundles``, ``SparseGroup.bundle_slots()`` (static).
 
     Returns:
       f32[F_s, n_nodes, B, C], equal to ``build_histogram`` of the dense columns up to
       float reassociation.
+
+    Bundled features (``entries.bundles``) are summed as dense columns, one per bundle,
+    and each feature's bins read from its bundle's: the same rows in the same order as
+    its entries, so the same sums.
     """
     totals = jax.ops.segment_sum(gh, node, num_segments=n_nodes)  # [n_nodes, C]
     if entries.slot_rows is not None:  # from the drawn slots back to the rows
         node = jnp.zeros(entries.row_axis.shape[0], node.dtype).at[entries.slot_rows].set(node)
+    if entries.bundles is not None:
+        return _with_zero_bins(_unbundled(entries, node, n_nodes, n_bins, *bundle_slots),
+                               totals, zero_bins)
     n_features = zero_bins.shape[0]
     n_segments = n_features * n_nodes * n_bins
     spare = n_segments + jnp.arange(entries.rows.shape[0], dtype=jnp.int32) % _SPARE_SEGMENTS
@@ -380,6 +395,22 @@ def build_sparse_histogram(entries: SparseEntries, node: jax.Array, gh: jax.Arra
                         + entries.bins.astype(jnp.int32), spare)
     hist = jax.ops.segment_sum(entries.gh, segment, num_segments=n_segments + _SPARE_SEGMENTS)
     hist = hist[:n_segments].reshape(n_features, n_nodes, n_bins, gh.shape[1])
+    return _with_zero_bins(hist, totals, zero_bins)
+
+
+def _unbundled(entries: SparseEntries, node: jax.Array, n_nodes: int, n_bins: int,
+               slots: np.ndarray, width: int) -> jax.Array:
+    """f32[F_s, n_nodes, B_s, C]: the bundled features' sums, their bins of 0 empty."""
+    bundled = build_histogram(entries.bundles, node, entries.gh, n_nodes, width)
+    by_bin = jnp.moveaxis(bundled, 1, 0).reshape(n_nodes, -1, bundled.shape[-1])  # [n, G W, C]
+    read = jnp.take(by_bin, jnp.asarray(slots[:, None] + np.arange(n_bins)), axis=1)
+    return jnp.moveaxis(read, 0, 1)  # [F_s, n, B_s, C]
+
+
+def _with_zero_bins(hist: jax.Array, totals: jax.Array, zero_bins: jax.Array) -> jax.Array:
+    """``hist`` f32[F_s, n, B_s, C] with each feature's bin of 0 (empty in ``hist``) set to
+    its node's ``totals`` f32[n, C] less its other bins."""
+    n_bins = hist.shape[2]
     # As one reduction, XLA:CPU summed 4 bins by a library call: 0.34 ms a level of
     # 20,000 rows x 500 0/1 columns, half the scatter's time; by halving, 0.03 ms
     # (docs/benchmarks.md, "Sparse features").

@@ -64,6 +64,8 @@ class FeatureGroup(NamedTuple):
         them a candidate divides a feature's rows as one before it does, or not at
         all; few-valued features in a power-of-two histogram (0/1 columns without
         missing values: 4 bins, one candidate) are scored that much less.
+      bundle_slots: for sparse features summed in bundles, where each one's bins lie
+        in its bundle's histogram (``SparseGroup.bundle_slots``, static); else None.
     """
 
     columns: jax.Array | SparseEntries
@@ -71,6 +73,7 @@ class FeatureGroup(NamedTuple):
     features: np.ndarray | None
     zero_bins: np.ndarray | None = None
     n_candidates: int | None = None
+    bundle_slots: tuple[np.ndarray, int] | None = None
 
 
 def feature_groups(bins: jax.Array, n_bins: int, bin_groups, sparse_group=None,
@@ -84,7 +87,9 @@ def feature_groups(bins: jax.Array, n_bins: int, bin_groups, sparse_group=None,
         groups.append(FeatureGroup(entries, sparse_group.n_bins,
                                    np.asarray(sparse_group.features, np.int32),
                                    np.asarray(sparse_group.zero_bins, np.int32),
-                                   sparse_group.n_candidates))
+                                   sparse_group.n_candidates,
+                                   sparse_group.bundle_slots() if sparse_group.bundles
+                                   else None))
     if bin_groups is None and sparse_group is None:
         return [FeatureGroup(bins, n_bins, None)]
     if bin_groups is None:  # the features that are not sparse, at B
@@ -132,7 +137,7 @@ def _search_group(group: FeatureGroup, node: jax.Array, gh: jax.Array, n_nodes: 
     """The best candidate among one group's features, a block of them at a time."""
     if group.zero_bins is not None:  # sparse features: one block
         hist = build_sparse_histogram(group.columns, node, gh, n_nodes, group.n_bins,
-                                      jnp.asarray(group.zero_bins))
+                                      jnp.asarray(group.zero_bins), group.bundle_slots)
         if axis_name is not None:
             hist = jax.lax.psum(hist, axis_name)
         return search(hist, jnp.asarray(group.features),

@@ -120,10 +120,11 @@ def _with_row_counts(params: SplitParams, node, gh, n_nodes: int, axis_name) -> 
 
 
 def _split_groups(groups):
-    """(static (B_g, features, zero bins, candidates) quadruples, traced columns) of
-    ``feature_groups``: a ``lax.switch`` takes the columns as operands and the rest in
-    its branches."""
-    return (tuple((g.n_bins, g.features, g.zero_bins, g.n_candidates) for g in groups),
+    """(static (B_g, features, zero bins, candidates, bundle slots) tuples, traced
+    columns) of ``feature_groups``: a ``lax.switch`` takes the columns as operands and
+    the rest in its branches."""
+    return (tuple((g.n_bins, g.features, g.zero_bins, g.n_candidates, g.bundle_slots)
+                  for g in groups),
             tuple(g.columns for g in groups))
 
 
@@ -135,7 +136,7 @@ def _search_cells(widths, n_features: int, axis_name) -> int | None:
     if axis_name is not None:
         return None
     return sum(n_bins * (n_features if features is None else features.size)
-               for n_bins, features, _, _ in widths)
+               for n_bins, features, *_ in widths)
 
 
 def _groups(widths, columns):
@@ -210,7 +211,7 @@ SUBTRACTION_MAX_BYTES = 2**28
 def can_subtract(widths, sizes: list[int]) -> bool:
     """Whether a tree can be grown with histogram subtraction: over dense features
     (``_split_groups``'s widths: no sparse group), below a first level."""
-    return len(sizes) >= 2 and all(zero_bins is None for _, _, zero_bins, _ in widths)
+    return len(sizes) >= 2 and all(zero_bins is None for _, _, zero_bins, *_ in widths)
 
 
 def uses_subtraction(n_rows: int, widths, n_features: int, n_columns: int,
@@ -225,7 +226,7 @@ def uses_subtraction(n_rows: int, widths, n_features: int, n_columns: int,
             or n_rows < SUBTRACTION_MIN_ROWS_PER_CELL * sizes[-1] * n_bins):
         return False
     carried = sum((n_features if features is None else features.size) * width
-                  for width, features, _, _ in widths) * (sizes[-1] // 2) * n_columns * 4
+                  for width, features, *_ in widths) * (sizes[-1] // 2) * n_columns * 4
     return carried <= SUBTRACTION_MAX_BYTES
 
 
@@ -299,7 +300,7 @@ def grow_tree(bins: jax.Array, gh: jax.Array, params: SplitParams, depth: int, n
                     for size in distinct]
         parents = tuple(jnp.zeros((group.shape[0], sizes[-1] // 2, width, gh.shape[1]),
                                   gh.dtype)
-                        for (width, _, _, _), group in zip(widths, columns, strict=True))
+                        for (width, *_), group in zip(widths, columns, strict=True))
     else:
         searches = [functools.partial(_search_level_of, size, n_bins, axis_name, widths,
                                       score_function, missing_values=missing_values)

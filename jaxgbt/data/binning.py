@@ -427,6 +427,21 @@ SPARSE_MIN_FEATURES = 16
 SPARSE_MAX_CELLS = 2**19
 # Rows read per step when counting non-zeros and listing entries (bounded temporaries).
 _SPARSE_ROWS_PER_STEP = 2**16
+# Mutually exclusive sparse features (at most one of them not 0 in any row, as one-hot
+# columns) are bundled into one column when that leaves at most this share of the
+# dense columns' updates (LightGBM's exclusive feature bundling): a row's bundle value
+# names the feature and bin it is in, and the bundles' histograms are summed as dense
+# columns', then read apart (``histogram.build_sparse_histogram``). A bundled row cost
+# 0.6-0.7 of what an entry does from 20,000 rows (docs/benchmarks.md, "Exclusive
+# features bundled"), and the group then needs no share of entries at most.
+BUNDLE_MAX_SHARE = 0.25
+# Bundling is tried from this many rows: below, a bundled row cost as much as an entry
+# and the host's search for bundles more than it saved.
+BUNDLE_MIN_ROWS = 2**13
+# The bundles' row masks (bool[G, N]) are at most this many bytes.
+BUNDLE_MAX_MASK_CELLS = 2**26
+# Rows the bundles are first sought in, before all of them.
+BUNDLE_TRIAL_ROWS = 2**10
 
 
 def _not_zero_counts(X) -> np.ndarray:
@@ -446,8 +461,10 @@ def sparse_group(X, thresholds: np.ndarray, dense: tuple[int, ...] = (),
     Features with at most ``SPARSE_MAX_SHARE`` of their rows not 0 are sparse (the
     widest of them left out while their features x bins exceed ``SPARSE_MAX_CELLS``);
     they form the group when there are ``SPARSE_MIN_FEATURES`` or more and their values
-    other than 0 are at most ``SPARSE_MAX_ENTRY_SHARE`` of their cells. The splits are
-    those of the dense histograms (up to float reassociation in each feature's bin of 0).
+    other than 0 are at most ``SPARSE_MAX_ENTRY_SHARE`` of their cells, or when they make
+    few enough bundles of exclusive features (``exclusive_bundles``, from
+    ``BUNDLE_MIN_ROWS`` rows). The splits are those of the dense histograms (up to float
+    reassociation in each feature's bin of 0).
 
     Args:
       X: f32[N, F], or CSC X (``sparse.check_sparse_X``), the training rows.
@@ -467,15 +484,94 @@ def sparse_group(X, thresholds: np.ndarray, dense: tuple[int, ...] = (),
         n_bins //= 2  # the group's histogram is one block: the widest features leave it
         features, needed = features[needed <= n_bins], needed[needed <= n_bins]
     n_entries = int(counts[features].sum())
-    if (features.size < SPARSE_MIN_FEATURES or features.size * n_bins > SPARSE_MAX_CELLS
-            or n_entries > SPARSE_MAX_ENTRY_SHARE * features.size * n_rows):
+    if features.size < SPARSE_MIN_FEATURES or features.size * n_bins > SPARSE_MAX_CELLS:
+        return None
+    max_bundles = int(BUNDLE_MAX_SHARE * features.size)
+    bundles = None
+    # The first rows alone first: features that share one of them share a row of X,
+    # so columns that do not bundle (0/1 columns drawn independently) show it cheaply.
+    if (n_rows >= BUNDLE_MIN_ROWS and exclusive_bundles(
+            X, features, counts[features], n_bins, max_bundles, BUNDLE_TRIAL_ROWS)):
+        bundles = exclusive_bundles(X, features, counts[features], n_bins, max_bundles)
+    if bundles is None and n_entries > SPARSE_MAX_ENTRY_SHARE * features.size * n_rows:
         return None
     zero_bins = [int(np.searchsorted(thresholds[f], FLOAT_DTYPE(0), side="left"))
                  for f in features]
     return SparseGroup(features=tuple(int(f) for f in features), zero_bins=tuple(zero_bins),
-                       n_bins=n_bins, n_entries=max(1, n_entries),
+                       n_bins=n_bins, n_entries=1 if bundles else max(1, n_entries),
                        n_candidates=search_candidates(thresholds, features, n_bins,
-                                                      missing_values))
+                                                      missing_values),
+                       bundles=bundles)
+
+
+def exclusive_bundles(X, features: np.ndarray, counts: np.ndarray, n_bins: int,
+                      max_bundles: int, n_rows: int | None = None
+                      ) -> tuple[tuple[int, ...], ...] | None:
+    """Bundles of mutually exclusive features: in no row is more than one feature of a
+    bundle other than 0 (NaN counts as not 0).
+
+    Greedy, as LightGBM's: the features by falling count of rows not 0, each into the
+    first bundle it shares no row with and that has room, else into a bundle of its
+    own. A bundle holds at most ``255 // n_bins`` features, so that its values (0 for a
+    row where each is 0, else 1 + k * n_bins + the bin of its k-th feature) fit a byte.
+
+    Args:
+      X: f32[N, F], or CSC X, the training rows.
+      features: i32[F_s], the candidate features' indices among X's columns.
+      counts: i64[F_s], their rows not 0 (``_not_zero_counts``).
+      n_bins: B_s, the bins each feature's histogram holds.
+      max_bundles: the most bundles worth having.
+      n_rows: bundle the features by X's first ``n_rows`` rows alone (None: every row).
+
+    Returns:
+      The bundles, each the ascending positions in ``features`` of its features, or
+      None when they would be more than ``max_bundles``.
+    """
+    capacity = 255 // n_bins
+    n_rows = X.shape[0] if n_rows is None else min(n_rows, X.shape[0])
+    if (capacity * max_bundles < features.size  # too few, however exclusive
+            or max_bundles * n_rows > BUNDLE_MAX_MASK_CELLS):
+        return None
+    rows_of = _not_zero_rows(X, features, n_rows)
+    taken = np.zeros((max_bundles, n_rows), bool)  # the rows each bundle holds
+    members: list[list[int]] = []
+    for k in np.argsort(-counts, kind="stable"):
+        rows = rows_of[k]
+        # A few rows first: most bundles a feature does not fit share one of them.
+        fits = np.flatnonzero(~taken[:len(members)][:, rows[:16]].any(axis=1))
+        for b in fits:
+            if len(members[b]) < capacity and not taken[b, rows].any():
+                break
+        else:
+            if len(members) == max_bundles:
+                return None
+            b = len(members)
+            members.append([])
+        members[b].append(int(k))
+        taken[b, rows] = True
+    return tuple(tuple(sorted(m)) for m in members)
+
+
+def _not_zero_rows(X, features: np.ndarray, n_rows: int) -> list[np.ndarray]:
+    """The rows (i32, ascending) among the first ``n_rows`` in which each of
+    ``features`` is not 0."""
+    if sparse.is_sparse(X):
+        rows = [X.indices[X.indptr[f]:X.indptr[f + 1]].astype(np.int32) for f in features]
+        return [r[r < n_rows] for r in rows]
+    X = X[:n_rows]
+
+    # 16 columns a task: a cache line holds 16 float32 values, so reading 16
+    # neighbouring columns costs what reading one does (``_CUT_FEATURES_PER_TASK``).
+    def block_rows(first: int) -> list[np.ndarray]:
+        block = features[first:first + _CUT_FEATURES_PER_TASK]
+        if (np.diff(block) == 1).all():  # neighbours: a slice, not a gather
+            block = slice(int(block[0]), int(block[-1]) + 1)
+        columns = np.ascontiguousarray(X[:, block].T) != 0
+        return [np.flatnonzero(column).astype(np.int32) for column in columns]
+
+    with ThreadPoolExecutor(os.cpu_count() or 1) as pool:
+        blocks = pool.map(block_rows, range(0, features.size, _CUT_FEATURES_PER_TASK))
+        return [rows for block in blocks for rows in block]
 
 
 def sparse_entries(binned: np.ndarray, group: SparseGroup) -> SparseEntries:
@@ -492,6 +588,8 @@ def sparse_entries(binned: np.ndarray, group: SparseGroup) -> SparseEntries:
     n_rows = binned.shape[1]
     zero_bins = np.asarray(group.zero_bins, BIN_DTYPE)
     columns = np.asarray(group.features)
+    if group.bundles:
+        return _bundled_entries(binned, group)
     rows, features, bins = [], [], []
     for first in range(0, columns.size, ENTRY_FEATURE_BLOCK):
         block = binned[columns[first:first + ENTRY_FEATURE_BLOCK]]
@@ -511,6 +609,22 @@ def sparse_entries(binned: np.ndarray, group: SparseGroup) -> SparseEntries:
         rows=np.concatenate(rows + [np.zeros(pad, np.int32)]),
         features=np.concatenate(features + [np.full(pad, -1, np.int32)]),
         bins=np.concatenate(bins + [np.zeros(pad, BIN_DTYPE)]))
+
+
+def _bundled_entries(binned: np.ndarray, group: SparseGroup) -> SparseEntries:
+    """``SparseEntries`` holding ``group``'s bundles u8[G, N] (``exclusive_bundles``'
+    values) and one padding entry."""
+    bundles = np.zeros((len(group.bundles), binned.shape[1]), BIN_DTYPE)
+    for bundle, positions in zip(bundles, group.bundles, strict=True):
+        for slot, position in enumerate(positions):
+            column = binned[group.features[position]]
+            rows = np.flatnonzero(column != group.zero_bins[position])
+            if bundle[rows].any():
+                raise ValueError("the binned rows of a bundle's features overlap: bin X with "
+                                 "the thresholds sparse_group saw.")
+            bundle[rows] = 1 + slot * group.n_bins + np.minimum(column[rows], group.n_bins - 1)
+    return SparseEntries(rows=np.zeros(1, np.int32), features=np.full(1, -1, np.int32),
+                         bins=np.zeros(1, BIN_DTYPE), bundles=bundles)
 
 
 def trimmed(thresholds: np.ndarray, n_bins: int) -> np.ndarray:

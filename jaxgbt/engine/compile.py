@@ -276,10 +276,13 @@ def compile_ahead(config: BoostConfig, params: BoostParams, data: TrainData,
     raw = OrderedMargins(model=margins, ordered=margins) if config.ordered else margins
     data = data._replace(bins=jax.ShapeDtypeStruct((n_bin_rows, n_rows), BIN_DTYPE))
     if config.sparse_group is not None:
-        entries = (config.sparse_group.n_entries,)
+        group = config.sparse_group
+        entries = (group.n_entries,)
         data = data._replace(entries=SparseEntries(
             jax.ShapeDtypeStruct(entries, jnp.int32), jax.ShapeDtypeStruct(entries, jnp.int32),
-            jax.ShapeDtypeStruct(entries, BIN_DTYPE)))
+            jax.ShapeDtypeStruct(entries, BIN_DTYPE),
+            bundles=jax.ShapeDtypeStruct((len(group.bundles), n_rows), BIN_DTYPE)
+            if group.bundles else None))
     if is_traced(start_raw) or not _ahead_of_time(params, data, raw, mesh):
         return False
     # The row count ``train`` pads to (``engine.padding``); only the types are needed.

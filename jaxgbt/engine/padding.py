@@ -84,7 +84,8 @@ def pad_rows(tree, n_padded: int, *, rows_axis: int = 0, fill=None):
 def padded_data(data: TrainData, n_padded: int) -> TrainData:
     """``data`` with ``n_padded`` rows: the last row's bins and labels repeated at weight
     0, the padding last in ordered boosting's order (sparse entries name real rows
-    only, and padding rows weigh nothing). Not for group losses."""
+    only, and padding rows weigh nothing; bundles of sparse features are padded as the
+    bins). Not for group losses."""
     n_rows = data.weight.shape[0]
     if n_padded == n_rows:
         return data
@@ -94,10 +95,13 @@ def padded_data(data: TrainData, n_padded: int) -> TrainData:
                  if isinstance(order, jax.ShapeDtypeStruct)
                  else jax.device_put(np.concatenate([np.asarray(order), np.arange(
                      n_rows, n_padded, dtype=np.asarray(order).dtype)])))
+    entries = data.entries
+    if entries is not None and entries.bundles is not None:  # bundles are by row
+        entries = entries._replace(bundles=pad_rows(entries.bundles, n_padded, rows_axis=1))
     return data._replace(
         bins=None if data.bins is None else pad_rows(data.bins, n_padded, rows_axis=1),
         y=pad_rows(data.y, n_padded), weight=pad_rows(data.weight, n_padded, fill=0.0),
-        order=order)
+        order=order, entries=entries)
 
 
 def real_rows(margins, n_rows: int):
