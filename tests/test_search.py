@@ -389,6 +389,42 @@ def test_exclusive_features_summed_in_bundles_give_the_entries_model(monkeypatch
     assert np.isin(np.asarray(bundled.feature), np.arange(32)).any()  # one-hot columns split
 
 
+def test_one_hot_columns_too_dense_for_entries_bundled_give_the_dense_model(monkeypatch):
+    # 16 categoricals of 3 levels one-hot: each column is not 0 in a third of the rows,
+    # too many for entry lists, so they were summed as dense columns; now as 16 bundles.
+    # Each bin of 0 is its node's total less the other bins, so the numbers are the
+    # dense ones to float rounding, and the trees the same.
+    import jaxgbt
+    import jaxgbt.data.binning as binning
+
+    rng = np.random.default_rng(6)
+    codes = rng.integers(0, 3, (500, 16))
+    X = np.zeros((500, 50), np.float32)
+    X[np.arange(500)[:, None], 3 * np.arange(16) + codes] = 1.0
+    X[:, 48:] = rng.normal(size=(500, 2))
+    y = ((codes[:, 0] == 1) + (codes[:, 1] == 2) + X[:, 48] + rng.normal(size=500) / 2
+         > 1).astype(np.float32)
+    monkeypatch.setattr(binning, "BUNDLE_MIN_ROWS", 0)
+    group = binning.sparse_group(X, binning.trimmed(binning.compute_thresholds(X, 64), 64))
+    assert group.features == tuple(range(48)) and len(group.bundles) == 16
+
+    def fitted():
+        return jaxgbt.fit("logistic", X, y, n_trees=4, depth=3, n_bins=64,
+                          random_strength=0.0)
+
+    bundled = fitted()
+    monkeypatch.setattr(binning, "BUNDLE_MAX_SHARE", 0.0)
+    assert binning.sparse_group(X, binning.trimmed(binning.compute_thresholds(X, 64),
+                                                   64)) is None
+    dense = fitted()
+    for name in ("feature", "threshold", "default_left"):
+        assert_array_equal(np.asarray(getattr(bundled, name)), np.asarray(getattr(dense, name)))
+    for name in ("split_gain", "leaf_value"):
+        np.testing.assert_allclose(getattr(bundled, name), getattr(dense, name), rtol=1e-5,
+                                   atol=1e-6)
+    assert np.isin(np.asarray(dense.feature), np.arange(48)).any()
+
+
 @pytest.mark.parametrize("bundled", [False, True])
 def test_sparse_features_in_a_sweep_give_each_members_own_fit(monkeypatch, bundled):
     # fit_many runs the members' rounds under one program (vmap); the entries (or the

@@ -427,14 +427,21 @@ SPARSE_MIN_FEATURES = 16
 SPARSE_MAX_CELLS = 2**19
 # Rows read per step when counting non-zeros and listing entries (bounded temporaries).
 _SPARSE_ROWS_PER_STEP = 2**16
-# Mutually exclusive sparse features (at most one of them not 0 in any row, as one-hot
+# Mutually exclusive features (at most one of them not 0 in any row, as one-hot
 # columns) are bundled into one column when that leaves at most this share of the
 # dense columns' updates (LightGBM's exclusive feature bundling): a row's bundle value
 # names the feature and bin it is in, and the bundles' histograms are summed as dense
 # columns', then read apart (``histogram.build_sparse_histogram``). A bundled row cost
-# 0.6-0.7 of what an entry does from 20,000 rows (docs/benchmarks.md, "Exclusive
-# features bundled"), and the group then needs no share of entries at most.
-BUNDLE_MAX_SHARE = 0.25
+# 0.6-0.7 of what an entry does from 20,000 rows, and one-hot columns of 2 levels (two
+# columns a bundle) were 1.6-1.8 times faster bundled than dense (docs/benchmarks.md,
+# "Exclusive features bundled").
+BUNDLE_MAX_SHARE = 0.5
+# Columns not 0 in up to this share of the rows and of at most this many bins are
+# bundled where they can be (one-hot columns of 2 to 8 levels, too dense for entries;
+# a column of many values would widen every bundle's slots); without bundles the group
+# keeps the columns of ``SPARSE_MAX_SHARE``.
+BUNDLE_MAX_COLUMN_SHARE = 0.55
+BUNDLE_MAX_BINS = 16
 # Bundling is tried from this many rows: below, a bundled row cost as much as an entry
 # and the host's search for bundles more than it saved.
 BUNDLE_MIN_ROWS = 2**13
@@ -463,8 +470,9 @@ def sparse_group(X, thresholds: np.ndarray, dense: tuple[int, ...] = (),
     they form the group when there are ``SPARSE_MIN_FEATURES`` or more and their values
     other than 0 are at most ``SPARSE_MAX_ENTRY_SHARE`` of their cells, or when they make
     few enough bundles of exclusive features (``exclusive_bundles``, from
-    ``BUNDLE_MIN_ROWS`` rows). The splits are those of the dense histograms (up to float
-    reassociation in each feature's bin of 0).
+    ``BUNDLE_MIN_ROWS`` rows; then features of up to ``BUNDLE_MAX_COLUMN_SHARE`` of their
+    rows not 0 and ``BUNDLE_MAX_BINS`` bins are taken first). The splits are those of
+    the dense histograms (up to float reassociation in each feature's bin of 0).
 
     Args:
       X: f32[N, F], or CSC X (``sparse.check_sparse_X``), the training rows.
@@ -476,32 +484,52 @@ def sparse_group(X, thresholds: np.ndarray, dense: tuple[int, ...] = (),
     n_rows = X.shape[0]
     counts = _not_zero_counts(X)
     counts[list(dense)] = n_rows
-    features = np.flatnonzero(counts <= SPARSE_MAX_SHARE * n_rows)
+    # Bundles first, of columns up to half of whose rows are not 0 (one-hot columns of
+    # 2 levels and more), then the sparse columns alone, bundled or as entries.
+    tried = None
+    few_bins = np.isfinite(thresholds).sum(axis=1) + 2 <= BUNDLE_MAX_BINS
+    for candidates, entries in ((few_bins & (counts <= BUNDLE_MAX_COLUMN_SHARE * n_rows), False),
+                                (counts <= SPARSE_MAX_SHARE * n_rows, True)):
+        features, n_bins = _group_features(thresholds, candidates)
+        if features.size < SPARSE_MIN_FEATURES or features.size * n_bins > SPARSE_MAX_CELLS:
+            continue
+        max_bundles = int(BUNDLE_MAX_SHARE * features.size)
+        bundles = None
+        # The first rows alone first: features that share one of them share a row of X,
+        # so columns that do not bundle (0/1 columns drawn independently) show it cheaply.
+        if (n_rows >= BUNDLE_MIN_ROWS and not np.array_equal(features, tried)
+                and exclusive_bundles(X, features, counts[features], n_bins, max_bundles,
+                                      BUNDLE_TRIAL_ROWS)):
+            bundles = exclusive_bundles(X, features, counts[features], n_bins, max_bundles)
+        tried = features
+        n_entries = int(counts[features].sum())
+        if bundles is None and (not entries or
+                                n_entries > SPARSE_MAX_ENTRY_SHARE * features.size * n_rows):
+            continue
+        zero_bins = [int(np.searchsorted(thresholds[f], FLOAT_DTYPE(0), side="left"))
+                     for f in features]
+        return SparseGroup(features=tuple(int(f) for f in features),
+                           zero_bins=tuple(zero_bins), n_bins=n_bins,
+                           n_entries=1 if bundles else max(1, n_entries),
+                           n_candidates=search_candidates(thresholds, features, n_bins,
+                                                          missing_values),
+                           bundles=bundles)
+    return None
+
+
+def _group_features(thresholds: np.ndarray, candidates: np.ndarray
+                    ) -> tuple[np.ndarray, int]:
+    """(the features of bool[F] ``candidates`` a group holds, its bins B_s): as many
+    bins as the widest needs, the widest left out while the group's features x bins
+    exceed ``SPARSE_MAX_CELLS``."""
+    features = np.flatnonzero(candidates)
     needed = np.isfinite(thresholds[features]).sum(axis=1) + 2
     n_bins = min(thresholds.shape[1] + 1,
                  max(MIN_TRIMMED_BINS, 1 << (int(needed.max(initial=2)) - 1).bit_length()))
     while features.size * n_bins > SPARSE_MAX_CELLS and n_bins > MIN_TRIMMED_BINS:
         n_bins //= 2  # the group's histogram is one block: the widest features leave it
         features, needed = features[needed <= n_bins], needed[needed <= n_bins]
-    n_entries = int(counts[features].sum())
-    if features.size < SPARSE_MIN_FEATURES or features.size * n_bins > SPARSE_MAX_CELLS:
-        return None
-    max_bundles = int(BUNDLE_MAX_SHARE * features.size)
-    bundles = None
-    # The first rows alone first: features that share one of them share a row of X,
-    # so columns that do not bundle (0/1 columns drawn independently) show it cheaply.
-    if (n_rows >= BUNDLE_MIN_ROWS and exclusive_bundles(
-            X, features, counts[features], n_bins, max_bundles, BUNDLE_TRIAL_ROWS)):
-        bundles = exclusive_bundles(X, features, counts[features], n_bins, max_bundles)
-    if bundles is None and n_entries > SPARSE_MAX_ENTRY_SHARE * features.size * n_rows:
-        return None
-    zero_bins = [int(np.searchsorted(thresholds[f], FLOAT_DTYPE(0), side="left"))
-                 for f in features]
-    return SparseGroup(features=tuple(int(f) for f in features), zero_bins=tuple(zero_bins),
-                       n_bins=n_bins, n_entries=1 if bundles else max(1, n_entries),
-                       n_candidates=search_candidates(thresholds, features, n_bins,
-                                                      missing_values),
-                       bundles=bundles)
+    return features, n_bins
 
 
 def exclusive_bundles(X, features: np.ndarray, counts: np.ndarray, n_bins: int,
