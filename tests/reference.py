@@ -299,6 +299,43 @@ def leaf_values(gh: np.ndarray, leaf: np.ndarray, n_leaves: int, l2: float,
     return values
 
 
+def leaf_covers(gh: np.ndarray, leaf: np.ndarray, n_leaves: int) -> np.ndarray:
+    """f64[L]: the Hessians of the rows in each leaf, summed over the K outputs."""
+    gh = np.asarray(gh, np.float64)
+    K = gh.shape[1] // 2
+    covers = np.zeros(n_leaves)
+    for i in range(gh.shape[0]):
+        covers[leaf[i]] += gh[i, K:].sum()
+    return covers
+
+
+def fill_empty_leaves(leaf_value: np.ndarray, cover: np.ndarray) -> np.ndarray:
+    """f64[L, K]: each leaf of cover 0 given the cover-weighted mean of the leaf values
+    under its deepest ancestor of positive cover (leaf l's ancestor at depth d is node
+    l >> (D - d)); the others as they are."""
+    n_leaves = len(cover)
+    depth = n_leaves.bit_length() - 1
+    filled = np.array(leaf_value, np.float64)
+    for j in range(n_leaves):
+        if cover[j] > 0:
+            continue
+        for d in range(depth - 1, -1, -1):
+            under = [i for i in range(n_leaves) if i >> (depth - d) == j >> (depth - d)]
+            total = sum(cover[i] for i in under)
+            if total > 0:
+                filled[j] = sum(cover[i] * np.asarray(leaf_value[i], np.float64)
+                                for i in under) / total
+                break
+    return filled
+
+
+def filled_leaf_values(tree: "Tree", gh: np.ndarray) -> np.ndarray:
+    """f64[L, K]: ``tree``'s leaf values as a boosting round leaves them, each empty leaf
+    filled from its ancestors (``fill_empty_leaves``) by the covers of ``gh``'s rows."""
+    n_leaves = len(tree.leaf_value)
+    return fill_empty_leaves(tree.leaf_value, leaf_covers(gh, tree.leaf, n_leaves))
+
+
 def _tree_of(splits: list[Split], gh: np.ndarray, leaf: np.ndarray, n_leaves: int, l2: float,
              l1: float) -> Tree:
     """A Tree of the splits (in the layout's order) and each row's leaf i64[N]."""

@@ -67,7 +67,9 @@ def ordered_reference(bins, y, weight, position, base, multipliers, *, learning_
         gh = np.concatenate([(ordered - y) * w, np.ones_like(y) * w], axis=1)
         tree = reference.grow_tree(bins, gh, DEPTH, N_BINS, l2=l2, l1=l1)
         model_gh = np.concatenate([(model - y) * w, np.ones_like(y) * w], axis=1)
-        values = learning_rate * reference.leaf_values(model_gh, tree.leaf, 2**DEPTH, l2, l1)
+        values = learning_rate * reference.fill_empty_leaves(
+            reference.leaf_values(model_gh, tree.leaf, 2**DEPTH, l2, l1),
+            reference.leaf_covers(gh, tree.leaf, 2**DEPTH))
         model = model + values[tree.leaf]
         ordered = ordered + learning_rate * prefix_reference(gh, tree.leaf, position, l2, l1)
         trees.append(tree._replace(leaf_value=values))

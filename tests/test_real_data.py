@@ -113,11 +113,17 @@ def test_cps1988_predictions_match_catboost_plain():
     # every pair of neighbouring values: the same bins, the same trees. Measured max
     # |difference| 3.3e-6 (float32 sums in a different order).
     X_train, y_train, X_test, _ = _cps1988()
-    ours = np.asarray(jaxgbt.fit("squared_error", X_train, y_train, n_trees=N_TREES,
-                                 depth=DEPTH, learning_rate=LEARNING_RATE, l2=L2,
-                                 random_strength=0.0).predict(X_test))
+    model = jaxgbt.fit("squared_error", X_train, y_train, n_trees=N_TREES, depth=DEPTH,
+                       learning_rate=LEARNING_RATE, l2=L2, random_strength=0.0)
     anchor = _catboost("CatBoostRegressor", **CATBOOST_PLAIN).fit(X_train, y_train)
-    np.testing.assert_allclose(ours, anchor.predict(X_test), rtol=0, atol=1e-4)
+    # CatBoost's leaves no training row reached hold 0, jaxgbt's their ancestors' mean
+    # (docs/training.md): the rows that reach one differ, the others match.
+    leaves = np.asarray(model.leaf_index(X_test))  # [rows, T]
+    cover = np.asarray(model.cover)
+    reached = (cover[np.arange(cover.shape[0]), leaves] > 0).all(axis=1)
+    assert 0.99 < reached.mean() < 1
+    np.testing.assert_allclose(np.asarray(model.predict(X_test))[reached],
+                               anchor.predict(X_test)[reached], rtol=0, atol=1e-4)
 
 
 @pytest.mark.skipif(importlib.util.find_spec("xgboost") is None, reason="xgboost is not installed")

@@ -67,7 +67,7 @@ def orders_reference(bins, y, base, n_trees, *, learning_rate, l2):
         p = r % ORDERS
         gh = np.concatenate([margins[:, p] - y, np.ones_like(y)], axis=1)
         tree = reference.grow_tree(bins[rows[p]], gh, DEPTH, N_BINS, l2=l2)
-        values = learning_rate * tree.leaf_value
+        values = learning_rate * reference.filled_leaf_values(tree, gh)
         for q in range(ORDERS):
             leaf = reference.route_binned(bins[rows[q]], tree.feature[None],
                                           tree.split_bin[None], tree.default_left[None],

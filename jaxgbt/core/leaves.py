@@ -12,10 +12,16 @@ Once a tree's structure is grown, its leaves can be set by a better model of the
   which minimises absolute error (alpha = 0.5) or the pinball loss exactly; the Newton
   step cannot, as their Hessian is 0 (this is the leaf refresh of LightGBM's L1 and
   quantile objectives and of scikit-learn's absolute error loss).
+
+Whatever sets them, ``fill_empty_leaves`` then gives the leaves no training row reached
+a value from their ancestors.
 """
+
+import functools
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from jaxgbt.core.order import from_unsigned_order_key, unsigned_order_key
 from jaxgbt.core.split import MIN_DENOMINATOR, SplitParams, leaf_weight, soft_threshold
@@ -102,3 +108,59 @@ def quantile_leaves(residual: jax.Array, weight: jax.Array, leaf: jax.Array, n_l
     found = jax.lax.fori_loop(0, n_bits, next_bit, jnp.zeros(n_leaves, key.dtype))
     value = from_unsigned_order_key(found, residual.dtype)
     return jnp.where(leaf_weight > 0, value, 0.0)
+
+
+def fill_empty_leaves(leaf_value: jax.Array, cover: jax.Array) -> jax.Array:
+    """Leaf values with each empty leaf's set to its nearest non-empty ancestor's mean.
+
+    A level of an oblivious tree splits every node, so a node whose rows all lie on one
+    side of the level's threshold gets an empty child, and at depth 6 on a few hundred
+    rows many of the 64 leaves are empty. The Newton step gives such a leaf 0, so a new
+    row that reaches it gets nothing from the tree, though its path up to the split that
+    emptied the leaf is as well supported as any. XGBoost and LightGBM never make the
+    split, and the row would get the node's value; here it gets the mean of the leaf
+    values under its deepest ancestor that some training row reached, weighted by the
+    leaves' covers (the ancestor's expected value, as TreeSHAP takes it). The rows a
+    tree was grown on never reach an empty leaf, so their margins are unchanged; rows
+    left out of the tree's sample, and the margins of other target-statistic orders, do
+    (docs/training.md). Depthwise and leaf-wise trees have empty leaves only under
+    nodes that did not split, which send every row the same way, so no row reaches them.
+
+    Args:
+      leaf_value: f32[L, K], L = 2**D leaves in path order (leaf l's ancestor at depth d
+        is node l >> (D - d) of that depth), as every growth policy numbers them.
+      cover: f32[L], each leaf's Hessian summed over the rows that reach it (weighted;
+        ``tree.leaf_cover``); 0 marks an empty leaf.
+
+    Returns:
+      f32[L, K]: the leaves of positive cover keep their values bit for bit. A leaf
+      with no such ancestor (a tree no row of positive weight reached) keeps its own.
+    """
+    n_leaves = cover.shape[0]
+    depth = n_leaves.bit_length() - 1
+    if depth == 0:
+        return leaf_value
+    under, ancestors = _ancestry(depth)
+    # Every node's cover and cover-weighted value sum as one product: the tree is small,
+    # and one operation a tree compiles in less time than a reduction per level.
+    sums = jnp.dot(jnp.asarray(under, cover.dtype),
+                   jnp.concatenate([cover[:, None], leaf_value * cover[:, None]], axis=1),
+                   precision=jax.lax.Precision.HIGHEST)  # [2**D - 1, 1 + K]
+    path = sums[ancestors]  # [L, D, 1 + K]: each leaf's ancestors, root first
+    # Covers only shrink down a path, so the reached ancestors are the first ones.
+    deepest = jnp.sum(path[:, :, 0] > 0, axis=1) - 1  # -1: no row reached the tree
+    node = jnp.take_along_axis(path, jnp.maximum(deepest, 0)[:, None, None], axis=1)[:, 0]
+    mean = node[:, 1:] / jnp.where(node[:, :1] > 0, node[:, :1], 1.0)
+    return jnp.where(((cover > 0) | (deepest < 0))[:, None], leaf_value, mean)
+
+
+@functools.cache
+def _ancestry(depth: int) -> tuple[np.ndarray, np.ndarray]:
+    """(f32[2**D - 1, L]: 1 where leaf l lies under node n, the nodes of depths 0 to D - 1
+    in heap order (node j of depth d is row 2**d - 1 + j); i32[L, D]: each leaf's
+    ancestor at each depth, as rows of the first)."""
+    leaves = np.arange(2**depth)
+    ancestors = np.stack([2**d - 1 + (leaves >> (depth - d)) for d in range(depth)], axis=1)
+    under = np.zeros((2**depth - 1, 2**depth), np.float32)
+    under[ancestors, leaves[:, None]] = 1.0
+    return under, ancestors.astype(np.int32)

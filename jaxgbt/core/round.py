@@ -18,7 +18,7 @@ from jaxgbt.core import statistic_orders
 from jaxgbt.core.config import BoostConfig, round_learning_rate
 from jaxgbt.core.histogram import SparseEntries
 from jaxgbt.core.layout import layout
-from jaxgbt.core.leaves import newton_from, newton_full, quantile_leaves
+from jaxgbt.core.leaves import fill_empty_leaves, newton_from, newton_full, quantile_leaves
 from jaxgbt.core.ordered import OrderedMargins, prefix_leaf_values
 from jaxgbt.core.sampling import (
     SamplingParams,
@@ -376,7 +376,9 @@ def _round(config: BoostConfig, params: BoostParams, data: TrainData, margins: M
         tree = tree._replace(leaf_value=_further_newton_steps(
             config, params, data, boosting.model_margins(margins), weight, leaf,
             tree.leaf_value))
-    # Again, after any refresh of the leaves above.
+    # The leaves no row reached take their ancestors' values, then the constraints
+    # hold again, after any refresh of the leaves above.
+    tree = tree._replace(leaf_value=fill_empty_leaves(tree.leaf_value, tree.cover))
     tree = layout(config.grow_policy).constrain_leaves(tree, leaf_bounds, params.monotone)
     tree = tree._replace(leaf_value=learning_rate * tree.leaf_value)
     step = tree.leaf_value[leaf]
