@@ -60,9 +60,9 @@ from jaxgbt.objectives.derivatives import newton_constant
 def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int = 6,
         grow_policy: str = "oblivious", max_leaves: int | None = None, learning_rate=0.1,
         n_bins: int = 256, l2=1.0, l1=0.0,
-        min_split_gain=0.0, min_child_weight=1.0, min_data_in_leaf=0, random_strength=1.0,
-        score_function: str = "l2", leaf_newton_steps: int = 1, base_score=None,
-        sample_weight=None, seed: int = 0,
+        min_split_gain=0.0, min_child_weight=1.0, min_data_in_leaf=0, leaf_shrinkage=0.0,
+        random_strength=1.0, score_function: str = "l2", leaf_newton_steps: int = 1,
+        base_score=None, sample_weight=None, seed: int = 0,
         base_margin=None, eval_base_margin=None, boosting: str = "plain",
         n_outputs: int | None = None, link: Link | None = None, hessian: str | None = None,
         hessian_floor=0.0, group=None, subsample=1.0, sampling: str = "bernoulli",
@@ -119,6 +119,13 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
         rows. A depthwise or leaf-wise node whose every candidate leaves a child too
         small does not split; an oblivious level still splits every node when other
         nodes gain, so its leaves may hold fewer. See docs/training.md.
+      leaf_shrinkage: lambda >= 0 of hierarchical shrinkage (Agarwal et al. 2022; 0, the
+        default, is off): each tree's leaf values are pulled towards their ancestors'
+        means, every step of a leaf's path from a node to its child divided by 1 +
+        lambda / (the node's training rows), so refinements made on few rows shrink the
+        most (``jaxgbt.core.leaves.shrink_leaves``). A regulariser for small, noisy
+        data; sweepable, and a candidate for ``fit_auto``'s ``grid``. See
+        docs/training.md.
       random_strength: CatBoost's ``random_strength`` (>= 0, CatBoost's default 1; 0
         turns it off, and gives the deterministic search of XGBoost's gain): each
         candidate split is ranked by its score plus normal noise of this many times
@@ -291,7 +298,7 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
                  colsample_bylevel=colsample_bylevel, colsample_bynode=colsample_bynode)
     params = spec.boost_params(learning_rate, l2, l1, min_split_gain, min_child_weight,
                                hessian_floor, seed, rates, random_strength,
-                               bagging_temperature, min_data_in_leaf)
+                               bagging_temperature, min_data_in_leaf, leaf_shrinkage)
     orders = spec.statistic_orders(statistic_orders, n_trees, data.n_rows, boosting,
                                    distributed)
     data = _encoded(data, distributed, objective, vector_output, n_outputs, one_hot_max_size,

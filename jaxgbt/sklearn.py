@@ -38,7 +38,8 @@ from jaxgbt.objectives import Objective
 # query ids, a model to continue) are arguments of ``fit`` instead, as in LightGBM.
 _FIT_SETTINGS = (
     "n_trees", "depth", "grow_policy", "max_leaves", "learning_rate", "n_bins", "l2", "l1",
-    "min_split_gain", "min_child_weight", "min_data_in_leaf", "random_strength",
+    "min_split_gain", "min_child_weight", "min_data_in_leaf", "leaf_shrinkage",
+    "random_strength",
     "score_function",
     "leaf_newton_steps",
     "base_score", "seed",
@@ -68,7 +69,8 @@ class _JaxGBTModel(BaseEstimator):
                  grow_policy: str = "oblivious", max_leaves=None, learning_rate=0.1,
                  n_bins: int = 256,
                  l2=1.0, l1=0.0, min_split_gain=0.0, min_child_weight=1.0,
-                 min_data_in_leaf=0, random_strength=1.0, score_function: str = "l2",
+                 min_data_in_leaf=0, leaf_shrinkage=0.0, random_strength=1.0,
+                 score_function: str = "l2",
                  leaf_newton_steps: int = 1, base_score=None,
                  seed: int = 0, boosting: str = "plain", link=None, hessian=None,
                  hessian_floor=0.0, subsample=1.0, sampling: str = "bernoulli",
@@ -90,6 +92,7 @@ class _JaxGBTModel(BaseEstimator):
         self.min_split_gain = min_split_gain
         self.min_child_weight = min_child_weight
         self.min_data_in_leaf = min_data_in_leaf
+        self.leaf_shrinkage = leaf_shrinkage
         self.random_strength = random_strength
         self.score_function = score_function
         self.leaf_newton_steps = leaf_newton_steps

@@ -34,7 +34,7 @@ LossKind = Literal["row", "group", "dataset"]
 RATES = ("subsample", "colsample_bytree", "colsample_bylevel", "colsample_bynode",
          "goss_top_rate", "goss_other_rate")
 NONNEGATIVE = ("l2", "l1", "min_split_gain", "min_child_weight", "min_data_in_leaf",
-               "hessian_floor", "random_strength", "bagging_temperature")
+               "hessian_floor", "random_strength", "bagging_temperature", "leaf_shrinkage")
 # fit's arguments that are traced arrays, so they can differ between vmapped models.
 TRACED = ("learning_rate", *NONNEGATIVE, "base_score", "sample_weight", "seed", *RATES)
 
@@ -61,7 +61,7 @@ def check_traced(name: str, value, label: str | None = None):
 
 def boost_params(learning_rate, l2, l1, min_split_gain, min_child_weight, hessian_floor,
                  seed, rates: dict, random_strength, bagging_temperature,
-                 min_data_in_leaf=0) -> BoostParams:
+                 min_data_in_leaf=0, leaf_shrinkage=0) -> BoostParams:
     """The traced hyperparameters, checked, as ``BoostParams`` (constraints not yet set).
 
     Args:
@@ -69,6 +69,7 @@ def boost_params(learning_rate, l2, l1, min_split_gain, min_child_weight, hessia
       rates: {name: value} for each name in ``RATES``.
       min_data_in_leaf: at 0 (not traced) the split search does not estimate rows
         (``SplitParams.min_data_in_leaf`` None), so the default's program is unchanged.
+      leaf_shrinkage: likewise, at 0 (not traced) ``BoostParams.leaf_shrinkage`` is None.
     """
     check_traced("learning_rate", learning_rate)
     for name, rate in rates.items():
@@ -78,6 +79,7 @@ def boost_params(learning_rate, l2, l1, min_split_gain, min_child_weight, hessia
                      min_child_weight=min_child_weight)
     for name, value in {**penalties, "hessian_floor": hessian_floor,
                         "min_data_in_leaf": min_data_in_leaf,
+                        "leaf_shrinkage": leaf_shrinkage,
                         "random_strength": random_strength,
                         "bagging_temperature": bagging_temperature}.items():
         check_traced(name, value)
@@ -90,7 +92,10 @@ def boost_params(learning_rate, l2, l1, min_split_gain, min_child_weight, hessia
                               bagging_temperature=jnp.asarray(bagging_temperature, jnp.float32))
     return BoostParams(learning_rate=rate, split=SplitParams(**as_f32),
                        hessian_floor=jnp.asarray(hessian_floor, jnp.float32), sampling=sampling,
-                       random_strength=jnp.asarray(random_strength, jnp.float32))
+                       random_strength=jnp.asarray(random_strength, jnp.float32),
+                       leaf_shrinkage=(jnp.asarray(leaf_shrinkage, jnp.float32)
+                                       if check.is_traced(leaf_shrinkage)
+                                       or float(leaf_shrinkage) > 0 else None))
 
 
 def score_noise(random_strength) -> bool:

@@ -329,6 +329,33 @@ def fill_empty_leaves(leaf_value: np.ndarray, cover: np.ndarray) -> np.ndarray:
     return filled
 
 
+def shrink_leaves(leaf_value: np.ndarray, rows: np.ndarray, strength: float) -> np.ndarray:
+    """f64[L, K]: hierarchical shrinkage (Agarwal et al. 2022). Node means are the
+    row-weighted means of the leaf values under them; a leaf's value is its root's mean
+    plus each step along its path from a node's mean to its child's (the leaf's own value
+    last) over 1 + strength / (the node's rows), steps into nodes of no rows adding
+    nothing. A tree of no rows keeps its values."""
+    n_leaves = len(rows)
+    depth = n_leaves.bit_length() - 1
+    values = np.asarray(leaf_value, np.float64)
+    if rows.sum() == 0:
+        return values.copy()
+    out = np.zeros_like(values)
+    for j in range(n_leaves):
+        means, counts = [], []
+        for d in range(depth + 1):
+            under = [i for i in range(n_leaves) if i >> (depth - d) == j >> (depth - d)]
+            count = sum(rows[i] for i in under)
+            means.append(values[j] if d == depth else
+                         sum(rows[i] * values[i] for i in under) / max(count, 1.0))
+            counts.append(count)
+        out[j] = means[0]
+        for d in range(1, depth + 1):
+            if counts[d] > 0:
+                out[j] += (means[d] - means[d - 1]) / (1 + strength / counts[d - 1])
+    return out
+
+
 def filled_leaf_values(tree: "Tree", gh: np.ndarray) -> np.ndarray:
     """f64[L, K]: ``tree``'s leaf values as a boosting round leaves them, each empty leaf
     filled from its ancestors (``fill_empty_leaves``) by the covers of ``gh``'s rows."""

@@ -1,6 +1,7 @@
 """Leaves no training row reaches (``core.leaves.fill_empty_leaves``): each takes the
-cover-weighted mean of the leaf values under its deepest ancestor that rows reached,
-against a float64 reference, and in a fit's trees."""
+cover-weighted mean of the leaf values under its deepest ancestor that rows reached; and
+leaves shrunk towards their ancestors (``shrink_leaves``, ``leaf_shrinkage``): against
+float64 references, and in a fit's trees."""
 
 import jax
 import numpy as np
@@ -8,7 +9,7 @@ import reference
 from conftest import N_FEATURES, make_regression
 
 import jaxgbt
-from jaxgbt.core.leaves import fill_empty_leaves
+from jaxgbt.core.leaves import fill_empty_leaves, shrink_leaves
 
 
 def test_empty_leaves_take_their_deepest_reached_ancestors_mean():
@@ -47,3 +48,39 @@ def test_an_oblivious_fits_empty_leaves_predict_their_ancestors_mean():
     rows = np.random.default_rng(2).normal(size=(400, N_FEATURES)).astype(np.float32)
     leaves = np.asarray(model.leaf_index(rows))  # i32[rows, T]
     assert (~reached[np.arange(value.shape[0]), leaves]).any()
+
+
+def test_shrunk_leaves_equal_the_float64_reference():
+    rng = np.random.default_rng(1)
+    depth, n_outputs = 4, 2
+    value = rng.normal(size=(2**depth, n_outputs)).astype(np.float32)
+    rows = rng.integers(1, 30, 2**depth).astype(np.float32)
+    rows[[1, 4, 5, 6, 7]] = 0
+    shrink = jax.jit(shrink_leaves)
+    for strength in (0.0, 10.0, 1000.0):
+        shrunk = np.asarray(shrink(value, rows, np.float32(strength)))
+        np.testing.assert_allclose(shrunk, reference.shrink_leaves(value, rows, strength),
+                                   rtol=1e-5, atol=1e-6)
+    # At 0 the reached leaves keep their values; far above every node's rows they all
+    # tend to the root's mean.
+    reached = rows > 0
+    np.testing.assert_allclose(np.asarray(shrink(value, rows, np.float32(0)))[reached],
+                               value[reached], rtol=1e-5, atol=1e-6)
+    root = (rows[:, None] * value).sum(0) / rows.sum()
+    far = np.asarray(shrink(value, rows, np.float32(1e9)))
+    np.testing.assert_allclose(far, np.broadcast_to(root, far.shape), rtol=1e-4, atol=1e-6)
+
+
+def test_leaf_shrinkage_shrinks_the_grown_trees_leaves():
+    X, y = make_regression(1, 60)
+    settings = dict(n_trees=1, depth=5, learning_rate=0.5)
+    plain = jaxgbt.fit("squared_error", X, y, **settings)
+    shrunk = jaxgbt.fit("squared_error", X, y, leaf_shrinkage=20.0, **settings)
+    np.testing.assert_array_equal(np.asarray(shrunk.feature), np.asarray(plain.feature))
+    leaf = np.asarray(plain.leaf_index(X))[:, 0]
+    rows = np.bincount(leaf, minlength=32).astype(np.float64)
+    expected = 0.5 * reference.shrink_leaves(np.asarray(plain.leaf_value[0]) / 0.5, rows, 20.0)
+    np.testing.assert_allclose(np.asarray(shrunk.leaf_value[0]), expected, rtol=1e-4,
+                               atol=1e-6)
+    assert not np.allclose(np.asarray(shrunk.leaf_value[0]), np.asarray(plain.leaf_value[0]),
+                           atol=1e-3)

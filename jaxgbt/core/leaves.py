@@ -14,7 +14,8 @@ Once a tree's structure is grown, its leaves can be set by a better model of the
   quantile objectives and of scikit-learn's absolute error loss).
 
 Whatever sets them, ``fill_empty_leaves`` then gives the leaves no training row reached
-a value from their ancestors.
+a value from their ancestors, and with ``leaf_shrinkage`` ``shrink_leaves`` pulls each
+leaf towards its ancestors' means.
 """
 
 import functools
@@ -152,6 +153,42 @@ def fill_empty_leaves(leaf_value: jax.Array, cover: jax.Array) -> jax.Array:
     node = jnp.take_along_axis(path, jnp.maximum(deepest, 0)[:, None, None], axis=1)[:, 0]
     mean = node[:, 1:] / jnp.where(node[:, :1] > 0, node[:, :1], 1.0)
     return jnp.where(((cover > 0) | (deepest < 0))[:, None], leaf_value, mean)
+
+
+def shrink_leaves(leaf_value: jax.Array, rows: jax.Array, strength: jax.Array) -> jax.Array:
+    """Hierarchical shrinkage (Agarwal et al., ICML 2022) of a tree's leaf values.
+
+    Each node's mean is the row-weighted mean of the leaf values under it; a leaf's value
+    becomes its root's mean plus each step of its path from a node's mean to its
+    child's, divided by 1 + ``strength`` / (the node's rows). Refinements made on few
+    rows shrink the most; at strength 0 the leaves keep their values (up to rounding).
+    A step into a node no row reached adds nothing, so an empty leaf gets its deepest
+    reached ancestor's shrunk mean.
+
+    Args:
+      leaf_value: f32[L, K], in path order (``fill_empty_leaves``).
+      rows: f32[L], each leaf's training rows of positive weight.
+      strength: f32[], lambda >= 0, in rows.
+
+    Returns:
+      f32[L, K]; a tree no row reached keeps its values.
+    """
+    n_leaves = rows.shape[0]
+    depth = n_leaves.bit_length() - 1
+    if depth == 0:
+        return leaf_value
+    under, ancestors = _ancestry(depth)
+    sums = jnp.dot(jnp.asarray(under, rows.dtype),
+                   jnp.concatenate([rows[:, None], leaf_value * rows[:, None]], axis=1),
+                   precision=jax.lax.Precision.HIGHEST)
+    path = sums[ancestors]  # [L, D, 1 + K], root first
+    node_rows = jnp.concatenate([path[:, :, 0], rows[:, None]], axis=1)  # [L, D + 1]
+    mean = jnp.concatenate([path[:, :, 1:] / jnp.maximum(path[:, :, :1], 1.0),
+                            leaf_value[:, None, :]], axis=1)  # [L, D + 1, K]
+    step = jnp.where(node_rows[:, 1:, None] > 0, mean[:, 1:] - mean[:, :-1], 0.0)
+    divisor = 1.0 + strength / jnp.maximum(node_rows[:, :-1, None], 1.0)
+    shrunk = mean[:, 0] + jnp.sum(step / divisor, axis=1)
+    return jnp.where((node_rows[:, :1] > 0), shrunk, leaf_value)
 
 
 @functools.cache

@@ -18,7 +18,13 @@ from jaxgbt.core import statistic_orders
 from jaxgbt.core.config import BoostConfig, round_learning_rate
 from jaxgbt.core.histogram import SparseEntries
 from jaxgbt.core.layout import layout
-from jaxgbt.core.leaves import fill_empty_leaves, newton_from, newton_full, quantile_leaves
+from jaxgbt.core.leaves import (
+    fill_empty_leaves,
+    newton_from,
+    newton_full,
+    quantile_leaves,
+    shrink_leaves,
+)
 from jaxgbt.core.ordered import OrderedMargins, prefix_leaf_values
 from jaxgbt.core.sampling import (
     SamplingParams,
@@ -49,6 +55,8 @@ class BoostParams(NamedTuple):
     interaction_sets: jax.Array | None = None  # bool[S, F], or None
     # f32[]: CatBoost's random_strength, read when ``BoostConfig.score_noise`` is set.
     random_strength: jax.Array | None = None
+    # f32[]: hierarchical shrinkage of the leaves (``leaves.shrink_leaves``), or None (0).
+    leaf_shrinkage: jax.Array | None = None
 
 
 class TrainData(NamedTuple):
@@ -379,6 +387,13 @@ def _round(config: BoostConfig, params: BoostParams, data: TrainData, margins: M
     # The leaves no row reached take their ancestors' values, then the constraints
     # hold again, after any refresh of the leaves above.
     tree = tree._replace(leaf_value=fill_empty_leaves(tree.leaf_value, tree.cover))
+    if params.leaf_shrinkage is not None:
+        rows = jax.ops.segment_sum((weight[:, 0] > 0).astype(jnp.float32), leaf,
+                                   num_segments=tree.cover.shape[0])
+        if config.axis_name is not None:
+            rows = jax.lax.psum(rows, config.axis_name)
+        tree = tree._replace(leaf_value=shrink_leaves(tree.leaf_value, rows,
+                                                      params.leaf_shrinkage))
     tree = layout(config.grow_policy).constrain_leaves(tree, leaf_bounds, params.monotone)
     tree = tree._replace(leaf_value=learning_rate * tree.leaf_value)
     step = tree.leaf_value[leaf]

@@ -55,6 +55,7 @@ def _for_derivatives(config: BoostConfig, params: BoostParams, data: TrainData):
                          vector_output=config.vector_output, curvature=config.curvature,
                          fisher=config.fisher, grouped=config.grouped)
     params = params._replace(monotone=None, interaction_sets=None, random_strength=None,
+                             leaf_shrinkage=None,
                              split=params.split._replace(min_data_in_leaf=None))
     return config, params, data._replace(bins=None, order=None, entries=None)
 
