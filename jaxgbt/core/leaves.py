@@ -137,17 +137,9 @@ def fill_empty_leaves(leaf_value: jax.Array, cover: jax.Array) -> jax.Array:
       f32[L, K]: the leaves of positive cover keep their values bit for bit. A leaf
       with no such ancestor (a tree no row of positive weight reached) keeps its own.
     """
-    n_leaves = cover.shape[0]
-    depth = n_leaves.bit_length() - 1
-    if depth == 0:
+    if cover.shape[0] == 1:
         return leaf_value
-    under, ancestors = _ancestry(depth)
-    # Every node's cover and cover-weighted value sum as one product: the tree is small,
-    # and one operation a tree compiles in less time than a reduction per level.
-    sums = jnp.dot(jnp.asarray(under, cover.dtype),
-                   jnp.concatenate([cover[:, None], leaf_value * cover[:, None]], axis=1),
-                   precision=jax.lax.Precision.HIGHEST)  # [2**D - 1, 1 + K]
-    path = sums[ancestors]  # [L, D, 1 + K]: each leaf's ancestors, root first
+    path = _ancestor_sums(leaf_value, cover)
     # Covers only shrink down a path, so the reached ancestors are the first ones.
     deepest = jnp.sum(path[:, :, 0] > 0, axis=1) - 1  # -1: no row reached the tree
     node = jnp.take_along_axis(path, jnp.maximum(deepest, 0)[:, None, None], axis=1)[:, 0]
@@ -173,15 +165,9 @@ def shrink_leaves(leaf_value: jax.Array, rows: jax.Array, strength: jax.Array) -
     Returns:
       f32[L, K]; a tree no row reached keeps its values.
     """
-    n_leaves = rows.shape[0]
-    depth = n_leaves.bit_length() - 1
-    if depth == 0:
+    if rows.shape[0] == 1:
         return leaf_value
-    under, ancestors = _ancestry(depth)
-    sums = jnp.dot(jnp.asarray(under, rows.dtype),
-                   jnp.concatenate([rows[:, None], leaf_value * rows[:, None]], axis=1),
-                   precision=jax.lax.Precision.HIGHEST)
-    path = sums[ancestors]  # [L, D, 1 + K], root first
+    path = _ancestor_sums(leaf_value, rows)
     node_rows = jnp.concatenate([path[:, :, 0], rows[:, None]], axis=1)  # [L, D + 1]
     mean = jnp.concatenate([path[:, :, 1:] / jnp.maximum(path[:, :, :1], 1.0),
                             leaf_value[:, None, :]], axis=1)  # [L, D + 1, K]
@@ -189,6 +175,20 @@ def shrink_leaves(leaf_value: jax.Array, rows: jax.Array, strength: jax.Array) -
     divisor = 1.0 + strength / jnp.maximum(node_rows[:, :-1, None], 1.0)
     shrunk = mean[:, 0] + jnp.sum(step / divisor, axis=1)
     return jnp.where((node_rows[:, :1] > 0), shrunk, leaf_value)
+
+
+def _ancestor_sums(leaf_value: jax.Array, weight: jax.Array) -> jax.Array:
+    """f32[L, D, 1 + K]: for each leaf, its ancestors' (summed ``weight`` f32[L], summed
+    ``weight`` times ``leaf_value`` f32[L, K]) over the leaves under them, root first.
+
+    Every node's sums are one product with the constant node-by-leaf matrix: the tree is
+    small, and one operation a tree compiled in less time than a reduction per level
+    (docs/benchmarks.md, "Empty leaves filled: the cost")."""
+    under, ancestors = _ancestry(weight.shape[0].bit_length() - 1)
+    sums = jnp.dot(jnp.asarray(under, weight.dtype),
+                   jnp.concatenate([weight[:, None], leaf_value * weight[:, None]], axis=1),
+                   precision=jax.lax.Precision.HIGHEST)  # [2**D - 1, 1 + K]
+    return sums[ancestors]
 
 
 @functools.cache
