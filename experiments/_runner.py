@@ -92,7 +92,9 @@ def read_dataset(spec: Mapping[str, Any]) -> tuple[pd.DataFrame, np.ndarray, np.
     ``../shared/data`` are read with pandas and stacked: ``sep``, ``na_values``, and
     ``columns`` or ``header = false`` for a file without a header line, whose columns
     are then named c0, c1, ...), "sklearn" (``loader``, a ``sklearn.datasets`` function
-    reading data shipped with scikit-learn, no download) or "svmlight" (``files`` in
+    reading data shipped with scikit-learn, no download), "statsmodels" (``loader``, a
+    module of ``statsmodels.datasets``, data shipped with statsmodels, which must be
+    installed) or "svmlight" (``files`` in
     LibSVM format with ``n_features``, and ``query_files`` of query sizes, one per line).
     ``target`` names the label column (for "survival", the [time, event] pair), ``drop``
     the columns left out, ``categorical`` the numeric columns read as categories (string
@@ -114,6 +116,14 @@ def read_dataset(spec: Mapping[str, Any]) -> tuple[pd.DataFrame, np.ndarray, np.
     if kind == "sklearn":
         import sklearn.datasets
         frame = getattr(sklearn.datasets, spec["loader"])(as_frame=True).frame
+    elif kind == "statsmodels":
+        try:
+            import statsmodels.datasets
+        except ImportError as error:
+            raise ImportError(f"dataset format 'statsmodels' (loader {spec['loader']!r}) "
+                              "reads data shipped with statsmodels: pip install "
+                              "statsmodels") from error
+        frame = getattr(statsmodels.datasets, spec["loader"]).load_pandas().data
     elif kind == "svmlight":
         frame, group = _read_svmlight(spec)
     else:

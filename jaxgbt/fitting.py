@@ -59,9 +59,11 @@ from jaxgbt.objectives.derivatives import newton_constant
 
 def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int = 6,
         grow_policy: str = "oblivious", max_leaves: int | None = None, learning_rate=0.1,
-        n_bins: int = 256, l2=1.0, l1=0.0,
+        n_bins: int = 256, l2=None, l1=0.0,
         min_split_gain=0.0, min_child_weight=1.0, min_data_in_leaf=0, leaf_shrinkage=0.0,
-        random_strength=1.0, score_function: str = "l2", leaf_newton_steps: int = 1,
+        random_strength=1.0, score_function: str | None = None,
+        split_curvature: str | None = None,
+        leaf_newton_steps: int = 1,
         base_score=None, sample_weight=None, seed: int = 0,
         base_margin=None, eval_base_margin=None, boosting: str = "plain",
         n_outputs: int | None = None, link: Link | None = None, hessian: str | None = None,
@@ -106,7 +108,8 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
       n_bins: B, histogram bins per feature including the missing bin, 3..256: at most
         this many; when no feature has that many distinct values the histograms are
         narrower (``data.binning.bins_needed``), with the same splits.
-      l2: lambda, L2 penalty on leaf values.
+      l2: lambda, L2 penalty on leaf values. None (the default): 3 in CatBoost's regime
+        (see ``split_curvature``), CatBoost's ``l2_leaf_reg``, else 1.
       l1: alpha, L1 penalty on leaf values.
       min_split_gain: gamma; a level is split only if its summed gain exceeds it.
       min_child_weight: least Hessian sum a child must hold for its node's gain to
@@ -132,11 +135,24 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
         the spread of the round's gradients, decaying as the rounds times their
         learning rates pass log N (``jaxgbt.core.split.ScoreNoise``). Drawn from
         ``seed``; sweepable. See docs/training.md.
-      score_function: what candidate splits are ranked by: "l2" (the default), their
-        gain, XGBoost's and LightGBM's criterion; "cosine", CatBoost's default score,
-        the cosine between the leaf values a split gives the rows and their negative
-        gradients (``jaxgbt.core.split.cosine_scores``). Either way the gain is what
-        ``min_split_gain``, importances and the dump report. See docs/training.md.
+      score_function: what candidate splits are ranked by: "l2", their gain, XGBoost's
+        and LightGBM's criterion; "cosine", CatBoost's default score, the cosine between
+        the leaf values a split gives the rows and their negative gradients
+        (``jaxgbt.core.split.cosine_scores``). Either way the gain is what
+        ``min_split_gain``, importances and the dump report. None (the default):
+        "cosine" in CatBoost's regime (see ``split_curvature``), else "l2". See
+        docs/training.md.
+      split_curvature: what the split search sums as each row's curvature: "hessian",
+        its weighted Hessian, the Newton search of XGBoost and LightGBM; "weight", its
+        weight alone, CatBoost's first-order search (its ``L2`` and ``Cosine`` scores,
+        not ``NewtonL2``): the tree's structure fits the gradients by least squares, and
+        ``min_child_weight`` bounds a child's summed weights. The leaves take the Newton
+        step either way. None (the default): "weight" in CatBoost's regime, oblivious
+        trees on fewer than 5,000 training rows of one process with a categorical
+        column encoded by target statistics (by default, any of more than two
+        categories there), where ``score_function`` and ``l2`` default to CatBoost's
+        too ("cosine", 3); else "hessian". It changes nothing for squared error. See
+        docs/training.md.
       leaf_newton_steps: Newton steps per leaf value (CatBoost's
         ``leaf_estimation_iterations``; >= 1). After the first, each takes the
         derivatives again at the margins the leaf values so far lead to, so a leaf
@@ -282,7 +298,9 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
     spec.check_mode(grow_policy, "grow_policy", GrowPolicy)
     leaf_budget = spec.leaf_budget(max_leaves, grow_policy, depth)
     spec.check_mode(boosting, "boosting", Boosting)
-    spec.check_mode(score_function, "score_function", ScoreFunction)
+    if score_function is not None:
+        spec.check_mode(score_function, "score_function", ScoreFunction)
+    spec.check_split_curvature(split_curvature, grow_policy, monotone_constraints)
     categorical.check_target_statistic(target_statistic)
     leaf_newton_steps = spec.check_leaf_newton_steps(leaf_newton_steps, objective)
     data = _training_rows(X, y, sample_weight=sample_weight, group=group,
@@ -296,7 +314,8 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
     rates = dict(subsample=subsample, goss_top_rate=goss_top_rate,
                  goss_other_rate=goss_other_rate, colsample_bytree=colsample_bytree,
                  colsample_bylevel=colsample_bylevel, colsample_bynode=colsample_bynode)
-    params = spec.boost_params(learning_rate, l2, l1, min_split_gain, min_child_weight,
+    params = spec.boost_params(learning_rate, spec.NEWTON_SEARCH["l2"] if l2 is None else l2,
+                               l1, min_split_gain, min_child_weight,
                                hessian_floor, seed, rates, random_strength,
                                bagging_temperature, min_data_in_leaf, leaf_shrinkage)
     orders = spec.statistic_orders(statistic_orders, n_trees, data.n_rows, boosting,
@@ -305,6 +324,12 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
                     seed, init_model, orders, target_statistic)
     monotone, interactions = spec.encoded_constraints(data.encoder, monotone_constraints,
                                                       interaction_constraints)
+    search = spec.search_defaults(
+        dict(split_curvature=split_curvature, score_function=score_function, l2=l2),
+        data.encoder, grow_policy, data.n_rows, distributed)
+    if l2 is None:  # its default depends on the encoded columns, known only now
+        params = params._replace(split=params.split._replace(
+            l2=jnp.asarray(search["l2"], jnp.float32)))
     row_sampling, column_sampling = spec.sampling_methods(
         sampling, subsample, colsample_bytree, colsample_bylevel, colsample_bynode, grow_policy)
     params = params._replace(**spec.constraints(monotone, interactions, data.n_columns))
@@ -341,7 +366,8 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
             thresholds, data.n_rows, () if sparse is None else sparse.features,
             missing_values),
         sparse_group=sparse,
-        noisy_scores=spec.score_noise(random_strength), score_function=score_function,
+        noisy_scores=spec.score_noise(random_strength),
+        score_function=search["score_function"], split_curvature=search["split_curvature"],
         leaf_newton_steps=leaf_newton_steps, order_statistics=data.order_statistics,
         missing_values=missing_values)
     check_fit_memory(data.n_rows, data.n_bin_rows, config.n_bins, depth, n_outputs,

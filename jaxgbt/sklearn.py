@@ -40,7 +40,7 @@ _FIT_SETTINGS = (
     "n_trees", "depth", "grow_policy", "max_leaves", "learning_rate", "n_bins", "l2", "l1",
     "min_split_gain", "min_child_weight", "min_data_in_leaf", "leaf_shrinkage",
     "random_strength",
-    "score_function",
+    "score_function", "split_curvature",
     "leaf_newton_steps",
     "base_score", "seed",
     "boosting", "link",
@@ -68,9 +68,9 @@ class _JaxGBTModel(BaseEstimator):
     def __init__(self, *, loss=None, n_trees: int = 200, depth: int = 6,
                  grow_policy: str = "oblivious", max_leaves=None, learning_rate=0.1,
                  n_bins: int = 256,
-                 l2=1.0, l1=0.0, min_split_gain=0.0, min_child_weight=1.0,
+                 l2=None, l1=0.0, min_split_gain=0.0, min_child_weight=1.0,
                  min_data_in_leaf=0, leaf_shrinkage=0.0, random_strength=1.0,
-                 score_function: str = "l2",
+                 score_function: str | None = None, split_curvature: str | None = None,
                  leaf_newton_steps: int = 1, base_score=None,
                  seed: int = 0, boosting: str = "plain", link=None, hessian=None,
                  hessian_floor=0.0, subsample=1.0, sampling: str = "bernoulli",
@@ -95,6 +95,7 @@ class _JaxGBTModel(BaseEstimator):
         self.leaf_shrinkage = leaf_shrinkage
         self.random_strength = random_strength
         self.score_function = score_function
+        self.split_curvature = split_curvature
         self.leaf_newton_steps = leaf_newton_steps
         self.base_score = base_score
         self.seed = seed

@@ -65,6 +65,9 @@ def cases(X, y, weight, classes, rows, eval_rows):
                             categorical_features=[0, 2], one_hot_max_size=4,
                             # processes share one order of the target statistics
                             statistic_orders=1,
+                            # and search as Newton: CatBoost's search is the default on
+                            # few rows of one process only (spec.search_defaults)
+                            split_curvature="hessian", score_function="l2", l2=1.0,
                             eval_set=[(with_categories(X)[eval_rows], y[eval_rows])],
                             **SMALL),
         "lambdarank": dict(loss="lambdarank_ndcg", X=X[rows], y=relevance(X)[rows],

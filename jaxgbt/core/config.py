@@ -24,6 +24,7 @@ GrowPolicy = Literal["oblivious", "depthwise", "lossguide"]
 Boosting = Literal["plain", "ordered"]
 RowSampling = Literal["bernoulli", "poisson", "goss", "bayesian", "mvs"]
 ScoreFunction = Literal["l2", "cosine"]
+SplitCurvature = Literal["hessian", "weight"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -103,6 +104,10 @@ class BoostConfig:
         the traced ``BoostParams.random_strength``; ``split.ScoreNoise``).
       score_function: what candidates are ranked by: "l2", the gain (XGBoost's), or
         "cosine", CatBoost's default score (``split.cosine_scores``).
+      split_curvature: what the split search sums as each row's curvature: "hessian",
+        its weighted Hessian (XGBoost's and LightGBM's Newton search), or "weight", its
+        weight alone (CatBoost's first-order search: the structure fits the gradients
+        by least squares); either way the leaves take the Newton step.
       missing_values: whether a training row may sit in a missing bin (X holds a NaN).
         False: oblivious levels' larger searches, and any search of a group with fewer
         candidates, score missing-left alone, with no loop over directions
@@ -139,6 +144,7 @@ class BoostConfig:
     sparse_group: SparseGroup | None = None
     score_noise: bool = False
     score_function: ScoreFunction = "l2"
+    split_curvature: SplitCurvature = "hessian"
     missing_values: bool = True
     leaf_newton_steps: int = 1
     statistic_columns: tuple[int, ...] = ()

@@ -217,11 +217,25 @@ def _with_noise(config: BoostConfig, params: BoostParams, data: TrainData, at: D
     n_rows = jnp.sum(data.weight > 0, dtype=jnp.float32)
     if config.axis_name is not None:
         n_rows = jax.lax.psum(n_rows, config.axis_name)
-    scale = noise_scale(params.random_strength, at.g, at.h, weight, n_rows,
+    # The noise is in the units of the scores the search ranks, which sum weights in
+    # place of Hessians under split_curvature="weight".
+    curvature = jnp.ones_like(at.h) if config.split_curvature == "weight" else at.h
+    scale = noise_scale(params.random_strength, at.g, curvature, weight, n_rows,
                         round_index * learning_rate, config.axis_name)
     key = jax.random.fold_in(jax.random.fold_in(params.sampling.key, round_index),
                              _NOISE_STREAM)
     return params._replace(split=params.split._replace(noise=ScoreNoise(key, scale)))
+
+
+def _searched(gh: jax.Array, weight: jax.Array, by_weight: bool) -> jax.Array:
+    """The (g, curvature) f32[N, 2K] the split search sums: ``gh`` itself, or with
+    ``by_weight`` (``split_curvature="weight"``) each row's weight f32[N, 1] in place of
+    its Hessians, for every output."""
+    if not by_weight:
+        return gh
+    n_outputs = gh.shape[1] // 2
+    return jnp.concatenate(
+        [gh[:, :n_outputs], jnp.broadcast_to(weight, (gh.shape[0], n_outputs))], axis=1)
 
 
 def _grown_tree(config: BoostConfig, params: BoostParams, data: TrainData, gh: jax.Array,
@@ -255,10 +269,11 @@ def _grown_tree(config: BoostConfig, params: BoostParams, data: TrainData, gh: j
 
 
 def _newton_leaves(config: BoostConfig, params: BoostParams, at_model: Derivatives,
-                   weight: jax.Array, leaf: jax.Array) -> jax.Array:
-    """f32[L, K]: each leaf's Newton step from the derivatives at the model's margins,
+                   weight: jax.Array, leaf: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """Each leaf's Newton step f32[L, K] from the derivatives at the model's margins,
     with the full K x K Hessian where the loss gives one (``leaves.newton_full``), else
-    its diagonal (``split.leaf_weight``).
+    its diagonal (``split.leaf_weight``); and each leaf's cover f32[L], its Hessian
+    summed over the outputs (the diagonal's, for a full Hessian).
 
     Args:
       weight: f32[N, 1], the round's row weights.
@@ -266,8 +281,9 @@ def _newton_leaves(config: BoostConfig, params: BoostParams, at_model: Derivativ
     """
     G, H = _leaf_sums(config, at_model, weight, leaf)
     if at_model.h_full is None:
-        return leaf_weight(G, H, params.split)
-    return newton_full(G, H, params.split)
+        return leaf_weight(G, H, params.split), jnp.sum(H, axis=1)
+    return (newton_full(G, H, params.split),
+            jnp.sum(jnp.diagonal(H, axis1=1, axis2=2), axis=1))
 
 
 def _leaf_sums(config: BoostConfig, at: Derivatives, weight: jax.Array, leaf: jax.Array
@@ -368,15 +384,22 @@ def _round(config: BoostConfig, params: BoostParams, data: TrainData, margins: M
     weight = sampled_weight(row_key, config.row_sampling, params.sampling, at_structure.g,
                             data.weight)
     gh = jnp.concatenate([at_structure.g * weight, at_structure.h * weight], axis=1)
+    by_weight = config.split_curvature == "weight"
     learning_rate = round_learning_rate(config, params.learning_rate, round_index)
     tree, leaf, leaf_bounds = _grown_tree(
         config, _with_noise(config, params, data, at_structure, weight, round_index,
-                            learning_rate), data, gh, weight, feature_key)
-    # The grower's leaf values are the diagonal Newton step at the structure's margins;
-    # set them anew where the model's margins or the loss ask for other ones.
-    if grown_elsewhere or at_model.h_full is not None:
-        tree = tree._replace(leaf_value=_newton_leaves(config, params, at_model, weight, leaf))
-    elif config.leaf_quantile is not None:
+                            learning_rate), data, _searched(gh, weight, by_weight), weight,
+        feature_key)
+    # The grower's leaf values are the diagonal Newton step at the structure's margins,
+    # from the curvature it searched with; set them anew where the model's margins, the
+    # loss or a search by weights ask for other ones.
+    if by_weight:
+        value, cover = _newton_leaves(config, params, at_model, weight, leaf)
+        tree = tree._replace(leaf_value=value, cover=cover)
+    elif grown_elsewhere or at_model.h_full is not None:
+        tree = tree._replace(leaf_value=_newton_leaves(config, params, at_model, weight,
+                                                       leaf)[0])
+    if config.leaf_quantile is not None:
         residual = data.y - boosting.model_margins(margins)[:, 0]
         tree = tree._replace(leaf_value=quantile_leaves(
             residual, weight[:, 0], leaf, 2**config.depth, config.leaf_quantile)[:, None])
