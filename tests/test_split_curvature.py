@@ -3,7 +3,6 @@ Hessian (CatBoost's first-order search); the leaves still take the Newton step."
 
 from types import SimpleNamespace
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
