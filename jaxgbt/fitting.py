@@ -57,6 +57,7 @@ from jaxgbt.objectives import Link, Loss, Objective, resolve
 from jaxgbt.objectives.derivatives import newton_constant
 
 
+@spec.keywords_checked
 def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int = 6,
         grow_policy: str = "oblivious", max_leaves: int | None = None, learning_rate=0.1,
         n_bins: int = 256, l2=None, l1=0.0,

@@ -30,7 +30,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxgbt import objectives
+from jaxgbt import objectives, spec
 from jaxgbt.core.layout import GROW_POLICIES, layout
 from jaxgbt.core.sampling import SamplingParams, round_keys, row_multiplier
 from jaxgbt.data import categorical, frames
@@ -62,6 +62,7 @@ class Forest(NamedTuple):
     classes: np.ndarray | None
 
 
+@spec.keywords_checked
 def fit_forest(X, y, *, task: str = "regression", n_trees: int = 100, depth: int = 8,
                grow_policy: str = "oblivious", max_leaves: int | None = None,
                max_features: "float | str | None" = None, n_bins: int = 64,

@@ -21,7 +21,7 @@ from jaxgbt.evaluation.evaluator import metric_name, resolve_metrics
 from jaxgbt.fitting import fit
 from jaxgbt.model import Booster
 from jaxgbt.objectives import Objective, resolve
-from jaxgbt.sweeps import member_rows, vmapped_fit
+from jaxgbt.sweeps import FIT_KEYWORDS, member_rows, vmapped_fit
 
 
 class CVResult(NamedTuple):
@@ -92,6 +92,7 @@ def cv(loss: "str | Objective | Callable", X, y, *, n_folds: int = 5,
     Returns:
       A CVResult.
     """
+    spec.check_keywords(fit_kwargs, FIT_KEYWORDS, "cv")
     objective = resolve(loss, fit_kwargs.pop("link", None))
     if objective.kind == "dataset":
         raise ValueError(f"cv: loss {objective.name!r} couples all rows (its risk sets), so a "
@@ -250,6 +251,7 @@ def fit_auto(loss: "str | Objective | Callable", X, y, *, max_trees: int = 1000,
     Returns:
       An AutoFit.
     """
+    spec.check_keywords(fit_kwargs, FIT_KEYWORDS, "fit_auto")
     rates, depth_settings = _auto_choices(max_trees, learning_rates, depths,
                                           early_stopping_rounds, fit_kwargs)
     fit_kwargs = {"one_hot_max_size": categorical.ONE_HOT_MAX_SIZE, **fit_kwargs}

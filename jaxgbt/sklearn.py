@@ -28,6 +28,7 @@ from sklearn.utils.validation import (
     validate_data,
 )
 
+from jaxgbt import spec
 from jaxgbt.evaluation import metrics
 from jaxgbt.fitting import fit
 from jaxgbt.objectives import Objective
@@ -65,6 +66,7 @@ class _JaxGBTModel(BaseEstimator):
     """What the three estimators share: parameters, X validation, fit and the fitted
     attributes. Subclasses set ``_default_loss`` and how labels are read."""
 
+    @spec.keywords_checked
     def __init__(self, *, loss=None, n_trees: int = 200, depth: int = 6,
                  grow_policy: str = "oblivious", max_leaves=None, learning_rate=0.1,
                  n_bins: int = 256,
@@ -118,6 +120,14 @@ class _JaxGBTModel(BaseEstimator):
         self.target_statistic = target_statistic
         self.verbose = verbose
         self.devices = devices
+
+    def set_params(self, **params):
+        """scikit-learn's ``set_params``; a name the estimator does not take raises its
+        ValueError with jaxgbt's name for another library's parameter
+        (``spec.check_keywords``: ``max_depth`` is ``depth``)."""
+        spec.check_keywords([name for name in params if "__" not in name],
+                            self._get_param_names(), type(self).__name__, error=ValueError)
+        return super().set_params(**params)
 
     def __sklearn_tags__(self) -> Tags:
         tags = super().__sklearn_tags__()

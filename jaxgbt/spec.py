@@ -10,7 +10,11 @@ Modes are ``Literal`` types owned by the module of their concept (``core.config`
 ``objectives.derivatives``) and checked here with ``check_mode``.
 """
 
+import difflib
+import functools
+import inspect
 import typing
+from collections.abc import Callable, Collection, Iterable
 from typing import Literal
 
 import jax
@@ -44,6 +48,105 @@ NONNEGATIVE = ("l2", "l1", "min_split_gain", "min_child_weight", "min_data_in_le
                "hessian_floor", "random_strength", "bagging_temperature", "leaf_shrinkage")
 # fit's arguments that are traced arrays, so they can differ between vmapped models.
 TRACED = ("learning_rate", *NONNEGATIVE, "base_score", "sample_weight", "seed", *RATES)
+
+
+# The names XGBoost, LightGBM, CatBoost and scikit-learn's HistGradientBoosting give
+# fit's settings, where jaxgbt's differ: a keyword jaxgbt does not take is answered with
+# its own name (``check_keywords``). A value is jaxgbt's keyword, then what else to know.
+OTHER_LIBRARIES_NAMES = {
+    **dict.fromkeys(("n_estimators", "num_boost_round", "num_iterations", "num_rounds",
+                     "nrounds", "iterations", "num_trees", "max_iter"), "n_trees"),
+    "max_depth": "depth",
+    **dict.fromkeys(("eta", "shrinkage_rate"), "learning_rate"),
+    **dict.fromkeys(("reg_lambda", "lambda", "lambda_l2", "l2_leaf_reg",
+                     "l2_regularization"), "l2"),
+    **dict.fromkeys(("reg_alpha", "lambda_l1"), "l1"),
+    **dict.fromkeys(("gamma", "min_split_loss", "min_gain_to_split"), "min_split_gain"),
+    **dict.fromkeys(("min_sum_hessian_in_leaf", "min_hessian"), "min_child_weight"),
+    **dict.fromkeys(("min_child_samples", "min_data_per_leaf", "min_samples_leaf"),
+                    "min_data_in_leaf"),
+    **dict.fromkeys(("num_leaves", "max_leaf_nodes"),
+                    'max_leaves, with grow_policy="lossguide"'),
+    **dict.fromkeys(("max_bin", "max_bins", "border_count"),
+                    "n_bins, which counts the missing values' bin too"),
+    **dict.fromkeys(("random_state", "random_seed", "bagging_seed"), "seed"),
+    "feature_fraction": "colsample_bytree",
+    "feature_fraction_bynode": "colsample_bynode",
+    "rsm": "colsample_bylevel",
+    "bagging_fraction": "subsample",
+    "bootstrap_type": "sampling",
+    "boosting_type": 'boosting ("plain" or "ordered"); LightGBM\'s "goss" is '
+                     'sampling="goss", its "rf" jaxgbt.fit_forest',
+    **dict.fromkeys(("cat_features", "categorical_feature", "enable_categorical"),
+                    "categorical_features"),
+    "max_cat_to_onehot": "one_hot_max_size",
+    **dict.fromkeys(("early_stopping_round", "od_wait", "n_iter_no_change"),
+                    "early_stopping_rounds, with an eval_set"),
+    "leaf_estimation_iterations": "leaf_newton_steps",
+    **dict.fromkeys(("objective", "loss_function"), "loss"),
+    "num_class": "n_outputs, which softmax reads from the labels",
+    "init_score": "base_margin",
+    **dict.fromkeys(("weight", "scale_pos_weight", "class_weight"),
+                    "sample_weight, one weight per row"),
+    "monotonic_cst": "monotone_constraints",
+    "interaction_cst": "interaction_constraints",
+    "top_rate": "goss_top_rate",
+    "other_rate": "goss_other_rate",
+    **dict.fromkeys(("query", "qid", "group_id"), "group"),
+    **dict.fromkeys(("sampling_method", "data_sample_strategy"), "sampling"),
+    "baseline": "base_margin",
+    **dict.fromkeys(("eval_init_score", "base_margin_eval_set"), "eval_base_margin"),
+    "valid_sets": "eval_set",
+    "metric": "eval_metric",
+    "verbosity": "verbose",
+    "xgb_model": "init_model",
+    "device": "devices",
+    "snapshot_file": "checkpoint_path",
+    "snapshot_interval": "checkpoint_every",
+}
+
+
+def keyword_hint(name: str, accepted: Collection[str]) -> str:
+    """What to say of a keyword ``name`` that is not among ``accepted``: jaxgbt's name for
+    another library's setting (``OTHER_LIBRARIES_NAMES``) where ``accepted`` has it, else
+    the nearest accepted name, else ""."""
+    ours = OTHER_LIBRARIES_NAMES.get(name)
+    if ours is not None and ours.split(",")[0].split(" ")[0] in accepted:
+        return f"jaxgbt calls it {ours}"
+    nearest = difflib.get_close_matches(name, sorted(accepted), n=1)
+    return f"did you mean {nearest[0]}?" if nearest else ""
+
+
+def check_keywords(given: Iterable[str], accepted: Collection[str], where: str,
+                   error: type[Exception] = TypeError) -> None:
+    """Raises ``error`` naming each of ``given`` that ``accepted`` lacks, with
+    ``keyword_hint``'s answer; ``where`` names what was called, e.g. "fit" (its help
+    lists what it takes)."""
+    unknown = [name for name in given if name not in accepted]
+    if not unknown:
+        return
+    hints = [f"{name!r} ({hint})" if (hint := keyword_hint(name, accepted)) else repr(name)
+             for name in unknown]
+    what = "an unexpected keyword argument" if len(unknown) == 1 else "unexpected keywords"
+    raise error(f"{where}() got {what} {', '.join(hints)}; help({where}) lists what it "
+                "takes.")
+
+
+def keywords_checked(function: Callable) -> Callable:
+    """``function``, raising ``check_keywords``' TypeError for a keyword it does not take
+    before it runs (Python's own error would not say what to pass instead). An
+    ``__init__`` is named by its object's class."""
+    accepted = frozenset(inspect.signature(function).parameters)
+
+    @functools.wraps(function)
+    def checked(*args, **kwargs):
+        if not accepted.issuperset(kwargs):
+            where = (type(args[0]).__name__ if function.__name__ == "__init__"
+                     else function.__name__)
+            check_keywords(kwargs, accepted, where)
+        return function(*args, **kwargs)
+
+    return checked
 
 
 def check_mode(value, name: str, mode) -> str:

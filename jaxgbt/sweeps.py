@@ -33,6 +33,8 @@ SWEEPABLE = spec.TRACED
 # fit's other arguments decide shapes or code: never per member.
 STATIC_ARGUMENTS = tuple(name for name in inspect.signature(fit).parameters
                          if name not in SWEEPABLE)
+# What ``fit_kwargs`` may name, here and in ``model_selection``.
+FIT_KEYWORDS = frozenset(inspect.signature(fit).parameters)
 
 _MSG_NOT_PER_MEMBER = (
     "{name} cannot differ between members: it decides shapes or code, so each value "
@@ -77,6 +79,7 @@ def fit_many(loss: "str | Objective | Callable", X, y, params: Mapping[str, Any]
     quantiles, and a swept ``seed`` picks the binning rows (N > 200,000 only) with
     seed 0.
     """
+    spec.check_keywords(fit_kwargs, FIT_KEYWORDS, "fit_many")
     objective = resolve(loss, fit_kwargs.pop("link", None))
     rows, n_members = member_rows(params, fit_kwargs)
     columns = frames.column_names(X)
@@ -110,8 +113,9 @@ def member_rows(params: Mapping[str, Any], fit_kwargs: Mapping[str, Any]
         if name not in SWEEPABLE:
             raise ValueError(_MSG_NOT_PER_MEMBER.format(name=name, sweepable=sweepable)
                              if name in STATIC_ARGUMENTS else
-                             f"params: {name!r} is not a fit argument that can be swept; use "
-                             f"one of {sweepable}.")
+                             f"params: {name!r} is not a fit argument that can be swept"
+                             + (f" ({hint})" if (hint := spec.keyword_hint(name, SWEEPABLE))
+                                else "") + f"; use one of {sweepable}.")
         if name in fit_kwargs:
             raise ValueError(f"{name} is given both in params and as a keyword argument; "
                              "give it in one place.")

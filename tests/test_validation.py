@@ -294,3 +294,52 @@ def test_explain_entry_points_check_their_input(small_model, case):
     _, call, error, pattern = case
     with pytest.raises(error, match=pattern):
         call(small_model)
+
+
+# -- keywords: other libraries' names answered with jaxgbt's ------------------------------
+
+
+@pytest.mark.parametrize(("call", "where"), [
+    (lambda **kw: jaxgbt.fit("logistic", X_OK, Y_BINARY, **kw), "fit"),
+    (lambda **kw: jaxgbt.fit_many("logistic", X_OK, Y_BINARY, params={"l2": [1, 2]}, **kw),
+     "fit_many"),
+    (lambda **kw: jaxgbt.cv("logistic", X_OK, Y_BINARY, **kw), "cv"),
+    (lambda **kw: jaxgbt.fit_auto("logistic", X_OK, Y_BINARY, **kw), "fit_auto"),
+    (lambda **kw: jaxgbt.fit_forest(X_OK, Y_BINARY, **kw), "fit_forest"),
+    (lambda **kw: jaxgbt.JaxGBTClassifier(**kw), "JaxGBTClassifier"),
+])
+def test_other_libraries_names_are_answered_with_jaxgbts(call, where):
+    message = (rf"^{where}\(\) got unexpected keywords 'n_estimators' \(jaxgbt calls it "
+               r"n_trees\), 'max_depth' \(jaxgbt calls it depth\); "
+               rf"help\({where}\) lists what it takes\.$")
+    with pytest.raises(TypeError, match=message):
+        call(n_estimators=10, max_depth=3)
+    with pytest.raises(TypeError, match=r"'dept' \(did you mean depth\?\)"):
+        call(dept=3)
+
+
+def test_an_estimators_set_params_answers_with_a_value_error():
+    # scikit-learn's contract for a parameter the estimator lacks (GridSearchCV's grid).
+    model = jaxgbt.JaxGBTRegressor()
+    with pytest.raises(ValueError, match=r"'reg_lambda' \(jaxgbt calls it l2\)"):
+        model.set_params(reg_lambda=3.0)
+    assert model.set_params(l2=3.0).l2 == 3.0
+
+
+def test_a_swept_name_of_another_library_is_answered_too():
+    with pytest.raises(ValueError, match=r"'eta' is not a fit argument that can be swept "
+                                         r"\(jaxgbt calls it learning_rate\)"):
+        jaxgbt.fit_many("logistic", X_OK, Y_BINARY, params={"eta": [0.1, 0.3]})
+
+
+def test_every_other_name_maps_to_a_keyword_fit_takes():
+    from jaxgbt.spec import OTHER_LIBRARIES_NAMES, keyword_hint
+    from jaxgbt.sweeps import FIT_KEYWORDS
+
+    for name, ours in OTHER_LIBRARIES_NAMES.items():
+        assert name not in FIT_KEYWORDS, name
+        assert keyword_hint(name, FIT_KEYWORDS) == f"jaxgbt calls it {ours}", name
+    # A name with no counterpart and nothing near it gets no hint, and a counterpart the
+    # called function lacks is not offered.
+    assert keyword_hint("tree_method", FIT_KEYWORDS) == ""
+    assert keyword_hint("num_class", {"n_trees", "depth"}) == ""

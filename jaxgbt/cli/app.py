@@ -15,7 +15,6 @@ settings (``target``, ``group``, ``weight``, ``categorical``, ``drop``,
 ``fit`` rejects) is one line on stderr and exit status 2, not a traceback.
 """
 
-import difflib
 import functools
 import inspect
 import os
@@ -26,6 +25,7 @@ from typing import Annotated, Any, NamedTuple
 import numpy as np
 import typer
 
+from jaxgbt import spec
 from jaxgbt.cli.launch import launch as launch_processes
 from jaxgbt.cli.tables import TableError, read_table, write_csv
 from jaxgbt.config_files import ConfigError, apply_overrides, read_config
@@ -272,11 +272,11 @@ def collect_settings(config: Path | None, assignments: list[str] | None,
                                source="--set")
     unknown = sorted(set(settings) - allowed)
     if unknown:
-        hints = [match for key in unknown
-                 for match in difflib.get_close_matches(key, sorted(allowed), n=1)]
+        hints = [f"{key}: {hint}" for key in unknown
+                 if (hint := spec.keyword_hint(key, allowed))]
         where = f" in {config}" if config is not None else ""
         raise UsageProblem(f"unknown setting(s) {unknown}{where}"
-                           + (f" (did you mean {hints}?)" if hints else "")
+                           + (f" ({'; '.join(hints)})" if hints else "")
                            + "; settings are fit keywords and " + ", ".join(DATA_SETTINGS)
                            + ".")
     for key, option in (("target", "--target COLUMN"), ("loss", "--loss NAME")):
