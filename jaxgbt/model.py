@@ -16,12 +16,32 @@ from jaxgbt.core.layout import Layout, Oblivious, layout
 from jaxgbt.data import frames, sparse
 from jaxgbt.data.categorical import Encoder
 from jaxgbt.data.transfer import batch_rows, to_device, zero_padded_rows
-from jaxgbt.data.validation import check_base_margin, check_predict_X, is_traced, unmasked
+from jaxgbt.data.validation import (
+    check_base_margin,
+    check_predict_X,
+    is_traced,
+    keywords_checked,
+    unmasked,
+)
 from jaxgbt.explain import importance, interop, shap
 from jaxgbt.io import dump as tree_dump
 from jaxgbt.io import model_format
 from jaxgbt.io import onnx as onnx_graph
 from jaxgbt.objectives import Objective, by_name
+
+# XGBoost's, LightGBM's and CatBoost's options of predict, answered with jaxgbt's way to
+# the same result (``check.keywords_checked``): another method, or another keyword.
+_PREDICT_CHECKED = keywords_checked(
+    renamed={**dict.fromkeys(("num_iteration", "iteration_range", "ntree_limit", "ntree_end"),
+                             "n_trees, the count of first trees to use"),
+             "init_score": "base_margin"},
+    instead={**dict.fromkeys(("output_margin", "raw_score"),
+                             "predict_raw(X) gives the margins"),
+             "prediction_type": "predict_raw(X) gives the margins, predict(X) the "
+                                "loss's predictions (probabilities for logistic)",
+             "pred_contrib": "shap_values(X) gives them",
+             "pred_interactions": "shap_interaction_values(X) gives them",
+             "pred_leaf": "leaf_index(X) gives them"})
 
 # The attribute that holds a model's copy padded for prediction (``Booster._bucketed``).
 _BUCKETED = "_bucketed_for_prediction"
@@ -164,6 +184,7 @@ class Booster:
         X = self._check_X(X)
         return _compiled_leaf_index(_for_prediction(self), X)
 
+    @_PREDICT_CHECKED
     def predict_raw(self, X, n_trees: int | None = None, base_margin=None) -> jax.Array:
         """Raw margins: f32[N] for scalar models, f32[N, K] for vector outputs.
 
@@ -182,6 +203,7 @@ class Booster:
         """
         return self._predictions(X, n_trees, linked=False, base_margin=base_margin)
 
+    @_PREDICT_CHECKED
     def predict(self, X, n_trees: int | None = None, base_margin=None) -> jax.Array:
         """Predictions: the objective's inverse link applied to ``predict_raw``
         (probabilities for ``logistic``); the raw margins when it has none.

@@ -10,11 +10,8 @@ Modes are ``Literal`` types owned by the module of their concept (``core.config`
 ``objectives.derivatives``) and checked here with ``check_mode``.
 """
 
-import difflib
-import functools
-import inspect
 import typing
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Collection, Iterable
 from typing import Literal
 
 import jax
@@ -107,46 +104,18 @@ OTHER_LIBRARIES_NAMES = {
 
 
 def keyword_hint(name: str, accepted: Collection[str]) -> str:
-    """What to say of a keyword ``name`` that is not among ``accepted``: jaxgbt's name for
-    another library's setting (``OTHER_LIBRARIES_NAMES``) where ``accepted`` has it, else
-    the nearest accepted name, else ""."""
-    ours = OTHER_LIBRARIES_NAMES.get(name)
-    if ours is not None and ours.split(",")[0].split(" ")[0] in accepted:
-        return f"jaxgbt calls it {ours}"
-    nearest = difflib.get_close_matches(name, sorted(accepted), n=1)
-    return f"did you mean {nearest[0]}?" if nearest else ""
+    """``check.keyword_hint`` with fit's names in other libraries."""
+    return check.keyword_hint(name, accepted, renamed=OTHER_LIBRARIES_NAMES)
 
 
 def check_keywords(given: Iterable[str], accepted: Collection[str], where: str,
                    error: type[Exception] = TypeError) -> None:
-    """Raises ``error`` naming each of ``given`` that ``accepted`` lacks, with
-    ``keyword_hint``'s answer; ``where`` names what was called, e.g. "fit" (its help
-    lists what it takes)."""
-    unknown = [name for name in given if name not in accepted]
-    if not unknown:
-        return
-    hints = [f"{name!r} ({hint})" if (hint := keyword_hint(name, accepted)) else repr(name)
-             for name in unknown]
-    what = "an unexpected keyword argument" if len(unknown) == 1 else "unexpected keywords"
-    raise error(f"{where}() got {what} {', '.join(hints)}; help({where}) lists what it "
-                "takes.")
+    """``check.check_keywords`` with fit's names in other libraries."""
+    check.check_keywords(given, accepted, where, renamed=OTHER_LIBRARIES_NAMES, error=error)
 
 
-def keywords_checked(function: Callable) -> Callable:
-    """``function``, raising ``check_keywords``' TypeError for a keyword it does not take
-    before it runs (Python's own error would not say what to pass instead). An
-    ``__init__`` is named by its object's class."""
-    accepted = frozenset(inspect.signature(function).parameters)
-
-    @functools.wraps(function)
-    def checked(*args, **kwargs):
-        if not accepted.issuperset(kwargs):
-            where = (type(args[0]).__name__ if function.__name__ == "__init__"
-                     else function.__name__)
-            check_keywords(kwargs, accepted, where)
-        return function(*args, **kwargs)
-
-    return checked
+# Decorates fit and the other calls that take its settings as keywords.
+keywords_checked = check.keywords_checked(renamed=OTHER_LIBRARIES_NAMES)
 
 
 def check_mode(value, name: str, mode) -> str:

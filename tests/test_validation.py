@@ -343,3 +343,17 @@ def test_every_other_name_maps_to_a_keyword_fit_takes():
     # called function lacks is not offered.
     assert keyword_hint("tree_method", FIT_KEYWORDS) == ""
     assert keyword_hint("num_class", {"n_trees", "depth"}) == ""
+
+
+def test_other_libraries_predict_options_are_answered_with_jaxgbts_methods():
+    model = jaxgbt.fit("logistic", X_OK, Y_BINARY, n_trees=2, depth=2)
+    with pytest.raises(TypeError, match=r"^Booster\.predict\(\) got unexpected keywords "
+                                        r"'output_margin' \(predict_raw\(X\) gives the "
+                                        r"margins\), 'num_iteration' \(jaxgbt calls it "
+                                        r"n_trees, .*\); help\(Booster\.predict\)"):
+        model.predict(X_OK, output_margin=True, num_iteration=1)
+    for option, method in (("pred_contrib", "shap_values"), ("pred_leaf", "leaf_index")):
+        with pytest.raises(TypeError, match=rf"'{option}' \({method}\(X\) gives them\)"):
+            model.predict_raw(X_OK, **{option: True})
+    assert_same = np.testing.assert_array_equal
+    assert_same(model.predict(X_OK, n_trees=1), model.first_trees(1).predict(X_OK))

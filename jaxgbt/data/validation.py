@@ -4,7 +4,11 @@ Every check names the argument, what it saw, what is allowed and what to do. Inp
 are converted to new arrays or read-only views; nothing the caller passed is modified.
 """
 
+import difflib
+import functools
+import inspect
 import numbers
+from collections.abc import Callable, Collection, Iterable, Mapping
 
 import jax
 import numpy as np
@@ -396,3 +400,59 @@ def check_base_margin(margin, n_rows: int, n_outputs: int, vector_output: bool,
         raise ValueError(f"{name} has values beyond float32's range (3.4e38), which "
                          "training works in.")
     return array
+
+
+def keyword_hint(name: str, accepted: Collection[str], renamed: Mapping[str, str] = {},
+                 instead: Mapping[str, str] = {}) -> str:
+    """What to say of a keyword ``name`` that is not among ``accepted``: what to do
+    ``instead`` (another method, say); or jaxgbt's name for another library's setting,
+    ``renamed[name]`` (a keyword, then what else to know after a comma), where
+    ``accepted`` has it; else the nearest accepted name; else ""."""
+    if name in instead:
+        return instead[name]
+    ours = renamed.get(name)
+    if ours is not None and ours.split(",")[0].split(" ")[0] in accepted:
+        return f"jaxgbt calls it {ours}"
+    nearest = difflib.get_close_matches(name, sorted(accepted), n=1)
+    return f"did you mean {nearest[0]}?" if nearest else ""
+
+
+def check_keywords(given: Iterable[str], accepted: Collection[str], where: str, *,
+                   renamed: Mapping[str, str] = {}, instead: Mapping[str, str] = {},
+                   error: type[Exception] = TypeError) -> None:
+    """Raises ``error`` naming each of ``given`` that ``accepted`` lacks, with
+    ``keyword_hint``'s answer; ``where`` names what was called, e.g. "fit" (its help
+    lists what it takes)."""
+    unknown = [name for name in given if name not in accepted]
+    if not unknown:
+        return
+    hints = [f"{name!r} ({hint})" if (hint := keyword_hint(name, accepted, renamed, instead))
+             else repr(name) for name in unknown]
+    what = "an unexpected keyword argument" if len(unknown) == 1 else "unexpected keywords"
+    raise error(f"{where}() got {what} {', '.join(hints)}; help({where}) lists what it "
+                "takes.")
+
+
+def keywords_checked(renamed: Mapping[str, str] = {}, instead: Mapping[str, str] = {}
+                     ) -> Callable[[Callable], Callable]:
+    """A decorator: the function, raising ``check_keywords``' TypeError for a keyword it
+    does not take before it runs (Python's own error would not say what to pass
+    instead). An ``__init__`` is named by its object's class, a method by its class and
+    its name."""
+
+    def decorator(function: Callable) -> Callable:
+        accepted = frozenset(inspect.signature(function).parameters)
+        method = "." in function.__qualname__
+
+        @functools.wraps(function)
+        def checked(*args, **kwargs):
+            if not accepted.issuperset(kwargs):
+                owner = type(args[0]).__name__ if method and args else ""
+                where = (owner if function.__name__ == "__init__" else
+                         f"{owner}.{function.__name__}" if owner else function.__name__)
+                check_keywords(kwargs, accepted, where, renamed=renamed, instead=instead)
+            return function(*args, **kwargs)
+
+        return checked
+
+    return decorator
