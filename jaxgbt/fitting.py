@@ -148,12 +148,12 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
         weight alone, CatBoost's first-order search (its ``L2`` and ``Cosine`` scores,
         not ``NewtonL2``): the tree's structure fits the gradients by least squares, and
         ``min_child_weight`` bounds a child's summed weights. The leaves take the Newton
-        step either way. None (the default): "weight" in CatBoost's regime, oblivious
-        trees on fewer than 5,000 training rows of one process with a categorical
-        column encoded by target statistics (by default, any of more than two
-        categories there), where ``score_function`` and ``l2`` default to CatBoost's
-        too ("cosine", 3); else "hessian". It changes nothing for squared error. See
-        docs/training.md.
+        step either way. None (the default): "weight" in CatBoost's regime, fewer than
+        5,000 training rows of one process with a categorical column encoded by target
+        statistics (by default, any of more than two categories there), and oblivious
+        trees or others without ``monotone_constraints``, where ``score_function`` and
+        ``l2`` default to CatBoost's too ("cosine", 3); else "hessian". It changes
+        nothing for squared error. See docs/training.md.
       leaf_newton_steps: Newton steps per leaf value (CatBoost's
         ``leaf_estimation_iterations``; >= 1). After the first, each takes the
         derivatives again at the margins the leaf values so far lead to, so a leaf
@@ -327,7 +327,7 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
                                                       interaction_constraints)
     search = spec.search_defaults(
         dict(split_curvature=split_curvature, score_function=score_function, l2=l2),
-        data.encoder, grow_policy, data.n_rows, distributed)
+        data.encoder, grow_policy, data.n_rows, distributed, monotone_constraints)
     if l2 is None:  # its default depends on the encoded columns, known only now
         params = params._replace(split=params.split._replace(
             l2=jnp.asarray(search["l2"], jnp.float32)))

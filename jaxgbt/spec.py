@@ -148,19 +148,23 @@ CATBOOST_SEARCH = {"split_curvature": "weight", "score_function": "cosine", "l2"
 NEWTON_SEARCH = {"split_curvature": "hessian", "score_function": "l2", "l2": 1.0}
 
 
-def catboost_regime(encoder, grow_policy: str, n_rows: int, distributed: bool) -> bool:
-    """Whether a fit is in CatBoost's regime: oblivious trees on fewer than
-    ``categorical.SMALL_DATA_ROWS`` training rows of one process that split on a column
-    of target statistics (there by default every column of more than two categories,
-    ``categorical.default_one_hot_max_size``)."""
+def catboost_regime(encoder, grow_policy: str, n_rows: int, distributed: bool,
+                    monotone_constraints=None) -> bool:
+    """Whether a fit is in CatBoost's regime: fewer than ``categorical.SMALL_DATA_ROWS``
+    training rows of one process that split on a column of target statistics (there
+    by default every column of more than two categories,
+    ``categorical.default_one_hot_max_size``), with oblivious trees, or with depthwise
+    or leaf-wise ones without ``monotone_constraints`` (which they cannot search by
+    weights: ``check_split_curvature``)."""
     with_statistics = encoder is not None and any(
         column.kind == categorical.TARGET for column in encoder.columns)
     small = n_rows < categorical.SMALL_DATA_ROWS and not distributed
-    return small and with_statistics and grow_policy == "oblivious"
+    searchable = grow_policy == "oblivious" or monotone_constraints is None
+    return small and with_statistics and searchable
 
 
 def search_defaults(values: dict, encoder, grow_policy: str, n_rows: int,
-                    distributed: bool) -> dict:
+                    distributed: bool, monotone_constraints=None) -> dict:
     """``values`` ({"split_curvature", "score_function", "l2"}: each as given, or None)
     with each None replaced: by CatBoost's defaults in its regime (``catboost_regime``),
     the search by weights, its cosine score and l2 = 3, else by the Newton search
@@ -168,12 +172,14 @@ def search_defaults(values: dict, encoder, grow_policy: str, n_rows: int,
 
     Why: in that regime CatBoost's three together were better beyond noise than the
     Newton defaults on 15 of 26 (dataset, metric) rows of the accuracy suite, its
-    multiclass tasks and four held-out sets, and worse on none; outside it the search
-    by weights was worse on 3 of 23 rows and better on none, l2 = 3 worse on the larger
-    multiclass sets and the cosine on adult's and digits' log losses (docs/accuracy.md,
-    "The split search by weights")."""
-    regime = CATBOOST_SEARCH if catboost_regime(encoder, grow_policy, n_rows,
-                                                distributed) else NEWTON_SEARCH
+    multiclass tasks and four held-out sets with oblivious trees, and worse on none.
+    Depthwise and leaf-wise trees with the Newton search were worse than the oblivious
+    defaults on 11 and 12 of 18 rows of the five sets and five tasks, with the three on
+    2 and 3. Outside it the search by weights was worse on 3 of 23 rows and better on
+    none, l2 = 3 worse on the larger multiclass sets and the cosine on adult's and
+    digits' log losses (docs/accuracy.md, "The split search by weights")."""
+    regime = CATBOOST_SEARCH if catboost_regime(encoder, grow_policy, n_rows, distributed,
+                                                monotone_constraints) else NEWTON_SEARCH
     return {name: regime[name] if value is None else value for name, value in values.items()}
 
 

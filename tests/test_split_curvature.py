@@ -103,17 +103,23 @@ def test_in_catboosts_regime_the_search_defaults_to_catboosts():
     one_hot_only = SimpleNamespace(columns=(Column(NUMERIC), Column(ONE_HOT, 2)))
     unset = dict(split_curvature=None, score_function=None, l2=None)
 
-    def chosen(encoder, grow_policy="oblivious", n_rows=4_999, distributed=False, **given):
+    def chosen(encoder, grow_policy="oblivious", n_rows=4_999, distributed=False,
+               monotone_constraints=None, **given):
         return spec.search_defaults({**unset, **given}, encoder, grow_policy, n_rows,
-                                    distributed)
+                                    distributed, monotone_constraints)
 
     catboost = dict(split_curvature="weight", score_function="cosine", l2=3.0)
     newton = dict(split_curvature="hessian", score_function="l2", l2=1.0)
     assert chosen(with_statistics) == catboost
     assert chosen(with_statistics, n_rows=5_000) == newton  # large data
     assert chosen(with_statistics, distributed=True) == newton
-    assert chosen(with_statistics, "depthwise") == newton
-    assert chosen(with_statistics, "lossguide") == newton
+    assert chosen(with_statistics, "depthwise") == catboost
+    assert chosen(with_statistics, "lossguide") == catboost
+    # Depthwise and leaf-wise trees bound their leaves under monotone constraints by the
+    # search's values, so they search by Hessians there; oblivious trees need not.
+    assert chosen(with_statistics, "depthwise", monotone_constraints={0: 1}) == newton
+    assert chosen(with_statistics, "lossguide", monotone_constraints={0: 1}) == newton
+    assert chosen(with_statistics, monotone_constraints={0: 1}) == catboost
     assert chosen(one_hot_only) == newton
     assert chosen(None) == newton
     # A value given is used as given, in the regime or out of it.
