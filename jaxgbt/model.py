@@ -30,7 +30,7 @@ from jaxgbt.io import onnx as onnx_graph
 from jaxgbt.objectives import Objective, by_name
 
 # XGBoost's, LightGBM's and CatBoost's options of predict, answered with jaxgbt's way to
-# the same result (``check.keywords_checked``): another method, or another keyword.
+# the same result (``data.validation.keywords_checked``): another method, or a keyword.
 _PREDICT_CHECKED = keywords_checked(
     renamed={**dict.fromkeys(("num_iteration", "iteration_range", "ntree_limit", "ntree_end"),
                              "n_trees, the count of first trees to use"),
