@@ -7,9 +7,13 @@
 #
 #     OUT=out/gpu bash experiments/gpu_run.sh
 #     STEPS="revisions" REVISIONS='["33e252e","HEAD"]' bash experiments/gpu_run.sh
+#     STEPS="cpu" bash experiments/gpu_run.sh   # the host's processor, two cores
 #
 # STEPS picks the steps (default: "train histogram revisions tests"; revisions runs only
-# with REVISIONS set).
+# with REVISIONS set; cpu only when named: the host's own processor on CPU_CORES, by
+# default its first two, as the 2-vCPU machines the CPU tables were measured on: narrow
+# data against the anchors, four wide cells, and profile_fit.py at 200,000 x 28 and
+# 2,000 x 180).
 # Needs jax with a GPU/TPU plugin and the package's dependencies importable (PYTHONPATH
 # or an installed environment); LightGBM is optional (its row is skipped if absent).
 # Writes versions.txt, bench_train.txt, bench_histogram.txt, bench_revisions.txt (with
@@ -48,6 +52,26 @@ if want revisions && [ -n "${REVISIONS:-}" ]; then
   timeout "${REVISIONS_S:-420}" $python experiments/bench_revisions.py \
     --set "revisions=$REVISIONS" --set "rows=${REVISION_ROWS:-[500000]}" \
     --set "rounds=${REVISION_ROUNDS:-1}" --set repeats=1 2>&1 | tee "$out/bench_revisions.txt"
+fi
+
+# The host's CPU alone (JAX_PLATFORMS=cpu), pinned to CPU_CORES: XLA:CPU sizes its thread
+# pool by the cores the process may use. The anchors are those importable there.
+if want cpu; then
+  pin="taskset -c ${CPU_CORES:-0,1}"
+  n_pinned=$($pin nproc)
+  JAX_PLATFORMS=cpu timeout "${CPU_TRAIN_S:-300}" $pin $python experiments/bench_train.py \
+    --set 'rows=[200000, 1000000]' --set 'jaxgbt_variants=["default","one-device"]' \
+    --set "threads=$n_pinned" 2>&1 | tee "$out/cpu_bench_train.txt"
+  JAX_PLATFORMS=cpu timeout "${CPU_WIDE_S:-120}" $pin $python experiments/bench_wide.py \
+    --set 'rows=[2000, 20000]' --set 'features=[20, 180]' --set 'tasks=["binary"]' \
+    --set 'kinds=["float"]' --set "threads=$n_pinned" --set "output_dir=\"$out/cpu_wide\"" \
+    2>&1 | tee "$out/cpu_bench_wide.txt"
+  for cell in "rows=200000 features=28 n_trees=20" "rows=2000 features=180 n_trees=50"; do
+    set -- $cell
+    JAX_PLATFORMS=cpu timeout 90 $pin $python experiments/profile_fit.py --set "$1" \
+      --set "$2" --set "$3" --set "output_dir=\"$out/cpu_profile\"" 2>&1 \
+      | tee -a "$out/cpu_profile.txt"
+  done
 fi
 
 # -p no:benchmark: pytest-benchmark, where installed, warns under xdist, and the suite

@@ -1,6 +1,8 @@
 """Shared fixtures. Two CPU devices so that the row-sharded path runs in every test run."""
 
 import atexit
+import contextlib
+import importlib
 import importlib.util
 import os
 import shutil
@@ -226,6 +228,18 @@ def small_adult_model():
 # makes them fail instead, for a machine that is meant to have the data.
 SHARED_DATA = Path(os.environ.get("JAXGBT_SHARED_DATA")
                    or Path(__file__).resolve().parents[2] / "shared" / "data")
+
+
+EXPERIMENTS = Path(__file__).resolve().parents[1] / "experiments"
+
+
+@contextlib.contextmanager
+def experiment_modules(*names: str):
+    """The experiment scripts' modules ``names``, imported as the scripts import each
+    other: with experiments/ first on sys.path for the block's length."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.syspath_prepend(str(EXPERIMENTS))
+        yield tuple(importlib.import_module(name) for name in names)
 
 
 def shared_data(*parts: str) -> Path:

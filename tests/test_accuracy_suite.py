@@ -8,8 +8,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import experiment_modules
 
-EXPERIMENTS = Path(__file__).resolve().parents[1] / "experiments"
 ANCHOR = next((library for library in ("lightgbm", "xgboost")
                if importlib.util.find_spec(library) is not None), None)
 
@@ -19,11 +19,8 @@ pytestmark = pytest.mark.skipif(ANCHOR is None, reason="neither lightgbm nor xgb
 @pytest.fixture(scope="module")
 def suite():
     """The experiment scripts' modules, importable as the scripts import each other."""
-    with pytest.MonkeyPatch.context() as patch:
-        patch.syspath_prepend(str(EXPERIMENTS))
-        import _anchors
-        import accuracy_suite
-        yield accuracy_suite, _anchors
+    with experiment_modules("accuracy_suite", "_anchors") as modules:
+        yield modules
 
 
 @pytest.fixture(scope="module")

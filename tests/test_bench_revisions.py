@@ -9,8 +9,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
-EXPERIMENTS = Path(__file__).resolve().parents[1] / "experiments"
+from conftest import EXPERIMENTS, experiment_modules
 
 
 def _in_git_repository() -> bool:
@@ -27,10 +26,8 @@ pytestmark = pytest.mark.skipif(not _in_git_repository(),
 
 @pytest.fixture(scope="module")
 def bench_revisions():
-    with pytest.MonkeyPatch.context() as patch:
-        patch.syspath_prepend(str(EXPERIMENTS))
-        import bench_revisions
-        yield bench_revisions
+    with experiment_modules("bench_revisions") as (module,):
+        yield module
 
 
 def test_a_snapshot_holds_the_revisions_package_and_is_found_again_without_git(

@@ -2,20 +2,13 @@
 (rows, orders), the default's orders as ``default_statistic_orders`` picks them. Not a
 timing check: a few shallow trees on 300 rows."""
 
-from pathlib import Path
-
-import pytest
+from conftest import experiment_modules
 
 from jaxgbt.data import categorical
 
-EXPERIMENTS = Path(__file__).resolve().parents[1] / "experiments"
-
 
 def test_a_row_per_row_count_and_orders(tmp_path):
-    with pytest.MonkeyPatch.context() as patch:
-        patch.syspath_prepend(str(EXPERIMENTS))
-        import bench_statistic_orders
-
+    with experiment_modules("bench_statistic_orders") as (bench_statistic_orders,):
         cfg = bench_statistic_orders.load_config("bench_statistic_orders", argv=[
             "--quick", "--set", "rows=[300]", "--set", "n_trees=6", "--set", "depth=2",
             "--set", "orders=[1, 4, 0]"])

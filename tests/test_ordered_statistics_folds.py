@@ -1,21 +1,16 @@
 """experiments/ordered_statistics_folds.py: its ordered statistics against a plain float64
 loop, and the emulation's premise, that chained one-tree fits on one frame are one fit."""
 
-from pathlib import Path
-
 import numpy as np
 import pandas as pd
 import pytest
-
-EXPERIMENTS = Path(__file__).resolve().parents[1] / "experiments"
+from conftest import experiment_modules
 
 
 @pytest.fixture(scope="module")
 def folds():
-    with pytest.MonkeyPatch.context() as patch:
-        patch.syspath_prepend(str(EXPERIMENTS))
-        import ordered_statistics_folds
-        yield ordered_statistics_folds
+    with experiment_modules("ordered_statistics_folds") as (module,):
+        yield module
 
 
 def test_ordered_statistics_use_only_the_rows_before_in_the_order(folds):
