@@ -13,7 +13,7 @@
 # with REVISIONS set; cpu only when named: the host's own processor on CPU_CORES, by
 # default its first two, as the 2-vCPU machines the CPU tables were measured on: narrow
 # data against the anchors, four wide cells, and profile_fit.py at 200,000 x 28 and
-# 2,000 x 180).
+# 2,000 x 180, oblivious and depthwise).
 # Needs jax with a GPU/TPU plugin and the package's dependencies importable (PYTHONPATH
 # or an installed environment); LightGBM is optional (its row is skipped if absent).
 # Writes versions.txt, bench_train.txt, bench_histogram.txt, bench_revisions.txt (with
@@ -66,11 +66,11 @@ if want cpu; then
     --set 'rows=[2000, 20000]' --set 'features=[20, 180]' --set 'tasks=["binary"]' \
     --set 'kinds=["float"]' --set "threads=$n_pinned" --set "output_dir=\"$out/cpu_wide\"" \
     2>&1 | tee "$out/cpu_bench_wide.txt"
-  for cell in "rows=200000 features=28 n_trees=20" "rows=2000 features=180 n_trees=50"; do
-    set -- $cell
-    JAX_PLATFORMS=cpu timeout 90 $pin $python experiments/profile_fit.py --set "$1" \
-      --set "$2" --set "$3" --set "output_dir=\"$out/cpu_profile\"" 2>&1 \
-      | tee -a "$out/cpu_profile.txt"
+  for cell in "rows=200000 features=28 n_trees=20" "rows=2000 features=180 n_trees=50" \
+      'rows=2000 features=180 n_trees=30 jaxgbt_settings={grow_policy="depthwise"}'; do
+    sets=(); for setting in $cell; do sets+=(--set "$setting"); done
+    JAX_PLATFORMS=cpu timeout 90 $pin $python experiments/profile_fit.py "${sets[@]}" \
+      --set "output_dir=\"$out/cpu_profile\"" 2>&1 | tee -a "$out/cpu_profile.txt"
   done
 fi
 

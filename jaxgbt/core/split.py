@@ -816,7 +816,10 @@ def best_node_candidates(hist: jax.Array, features: jax.Array, counted: jax.Arra
                               candidate_ranks(gains, parent, cosine, features, params, hist),
                               -jnp.inf)
             ranks = jnp.moveaxis(ranks, 1, 0).reshape(n_nodes, -1)
-        local = jnp.argmax(ranks, axis=-1)
+        # Each node's first largest by a max and a min (as the level search): argmax's
+        # reduction over (value, index) pairs was most of a depthwise tree at 2,000 x 20
+        # (docs/benchmarks.md, "Depthwise and leaf-wise searches: each node's largest").
+        local = first_argmax(ranks)
         gain = jnp.take_along_axis(by_node, local[:, None], axis=-1)[:, 0]
         if ranked:
             score = jnp.take_along_axis(ranks, local[:, None], axis=-1)[:, 0]
