@@ -77,7 +77,7 @@ def test_level_gains_of_any_node_count_match_reference(n_nodes):
 
 
 def test_first_argmax_is_argmax():
-    # Ties to the first entry, the first NaN wins, -inf and all-equal rows.
+    # Ties to the first entry, the first NaN wins (short rows), -inf and all-equal rows.
     x = np.array([[1.0, 3.0, 3.0, 2.0], [np.nan, 5.0, np.nan, 1.0], [0.0, 0.0, 0.0, 0.0],
                   [-np.inf, -np.inf, -np.inf, -np.inf], [1.0, 2.0, np.nan, 7.0],
                   [-np.inf, -1.0, -np.inf, -1.0]], np.float32)
@@ -88,6 +88,15 @@ def test_first_argmax_is_argmax():
     y = np.random.default_rng(0).integers(0, 4, (3, 50)).astype(np.float32)  # many ties
     np.testing.assert_array_equal(np.asarray(first_argmax(jnp.asarray(y))), y.argmax(axis=-1))
     assert int(first_argmax(jnp.asarray(y.reshape(-1)))) == int(y.reshape(-1).argmax())
+    # Rows as long as a depthwise node's candidates (NaN aside: see first_argmax).
+    rng = np.random.default_rng(1)
+    z = rng.standard_normal((4, 6000)).astype(np.float32)
+    z[1, rng.random(6000) < 0.5] = -np.inf
+    z[2, 123] = np.inf
+    z[3] = np.round(z[3])  # many ties
+    np.testing.assert_array_equal(np.asarray(jax.jit(first_argmax)(jnp.asarray(z))),
+                                  z.argmax(axis=-1))
+    assert int(jax.jit(first_argmax)(jnp.asarray(z[1]))) == int(z[1].argmax())
 
 
 def _tie_hist() -> np.ndarray:
