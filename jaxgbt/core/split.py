@@ -621,7 +621,8 @@ def first_argmax(x: jax.Array) -> jax.Array:
     # Stored once: computed again inside each reduction, the two copies of an entry could
     # round differently, and the largest would then not equal itself.
     x = jax.lax.optimization_barrier(x)
-    # A NaN looked for apart, or ranked as +inf, cost 15-55% of a tree at 2,000 rows.
+    # A NaN looked for apart made depthwise trees of 2,000 x 20 a third slower, one ranked
+    # as +inf half again as slow (oblivious ones 2-4% and 25%).
     top = jnp.max(x, axis=-1, keepdims=True)
     hit = (x == top) | (jnp.isnan(x) & jnp.isnan(top))
     index = jax.lax.broadcasted_iota(jnp.int32, x.shape, x.ndim - 1)
