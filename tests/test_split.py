@@ -10,6 +10,7 @@ from numpy.testing import assert_allclose
 from jaxgbt.core.split import (
     SplitParams,
     best_level_split,
+    best_node_splits,
     first_argmax,
     level_gains,
     prefix_sums,
@@ -128,6 +129,23 @@ def test_ties_go_to_lowest_feature_then_bin_then_missing_left():
     split = _best(jnp.asarray(hist, jnp.float32), _params())
     assert (int(split.feature), int(split.split_bin), bool(split.default_left)) == (1, 0, True)
     assert reference.best_split(gains, 0.0)[:3] == (1, 0, True)
+
+
+def test_each_nodes_ties_go_to_lowest_feature_then_bin_then_missing_left():
+    # A depthwise level: node 0 holds the tie of features 1 and 2 (and of bins 0 and 1),
+    # node 1 the same with feature 2 a little stronger; each node picks as argmax would.
+    hist = np.concatenate([_tie_hist(), _tie_hist()], axis=1)  # f64[3, 2, 6, 2]
+    hist[2, 1, 0] = [-4.5, 2.0]
+    hist[2, 1, 2] = [4.5, 2.0]
+    split = jax.jit(best_node_splits)(jnp.asarray(hist, jnp.float32), _params(),
+                                      jnp.ones((2, 3), bool))
+    got = list(zip(np.asarray(split.feature), np.asarray(split.split_bin),
+                   np.asarray(split.default_left), strict=True))
+    assert got == [(1, 0, True), (2, 0, True)]
+    for node in range(2):
+        expected = reference.best_split(reference.level_gains(hist[:, node:node + 1], 1.0,
+                                                              0.0, 0.0), 0.0)
+        assert tuple(expected[:3]) == got[node]
 
 
 @pytest.mark.parametrize("missing_g, default_left", [(-4.0, True), (4.0, False)])
