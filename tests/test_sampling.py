@@ -134,6 +134,25 @@ def test_feature_masks_draw_the_asked_fraction_within_the_tree():
     assert np.all(masks.sum(axis=1) == 2)  # round(0.5 * 5) of the tree's features
 
 
+def test_a_feature_draw_keeps_the_allowed_features_of_the_smallest_scores():
+    # A float64 reference of the draw: the round(rate * allowed) allowed features whose
+    # uniform scores are smallest (ties to the lower index), at least one.
+    draw = jax.jit(sampling._draw)
+    for seed, (n_features, rate) in enumerate([(1, 0.5), (5, 0.3), (20, 0.5), (180, 0.8),
+                                               (500, 0.05)]):
+        key = jax.random.PRNGKey(seed)
+        allowed = np.random.default_rng(seed).random(n_features) < 0.7
+        allowed[0] = True
+        scores = np.where(allowed, np.asarray(jax.random.uniform(key, (n_features,)),
+                                              np.float64), 2.0)
+        count = max(round(rate * allowed.sum()), 1)
+        expected = np.zeros(n_features, bool)
+        expected[np.argsort(scores, kind="stable")[:count]] = True
+        got = np.asarray(draw(key, jnp.asarray(allowed), jnp.float32(rate)))
+        np.testing.assert_array_equal(got, expected & allowed)
+        assert got.sum() == min(count, allowed.sum())
+
+
 @pytest.mark.parametrize("options", [
     dict(subsample=0.5), dict(subsample=1.0, sampling="poisson"), dict(sampling="goss"),
     dict(sampling="bayesian"), dict(sampling="mvs", subsample=0.5),
