@@ -28,7 +28,9 @@ Variants: the config's ``[variants]`` table names sets of ``jaxgbt.fit`` setting
 ``--run-variants all``) are fitted on the same splits as jaxgbt's defaults, and a second table
 gives each one's mean and its paired difference to the defaults, with the same bootstrap
 interval, plus a line per variant counting the rows it is better, level or worse on.
-``--set anchors=[]`` leaves the anchors out (jaxgbt and its variants only).
+``--set anchors=[]`` leaves the anchors out (jaxgbt and its variants only);
+``anchor_settings`` (a TOML table of tables) passes more constructor settings to an
+anchor, e.g. ``--set 'anchor_settings={xgboost = {max_cat_to_onehot = 64}}'``.
 """
 
 import itertools
@@ -131,7 +133,8 @@ def variant_key(name: str) -> str:
 
 def models(task: str, X: pd.DataFrame, cfg: dict) -> dict[str, Model]:
     """jaxgbt, its variants (``variant_names``) that can change its model on X, then each
-    anchor of ``cfg["anchors"]`` that is installed and has the task."""
+    anchor of ``cfg["anchors"]`` that is installed and has the task, with its
+    ``cfg["anchor_settings"]``."""
     cat_names = categorical_columns(X)
     out = {"jaxgbt": jaxgbt_model(task, cfg, cat_names)}
     for name in variant_names(cfg):
@@ -140,7 +143,8 @@ def models(task: str, X: pd.DataFrame, cfg: dict) -> dict[str, Model]:
             out[variant_key(name)] = jaxgbt_model(task, cfg, cat_names, settings)
     for library in cfg["anchors"]:
         if has_model(library, task):
-            out[library] = anchor_model(library, task, cfg, cat_names)
+            out[library] = anchor_model(library, task, cfg, cat_names,
+                                        **cfg["anchor_settings"].get(library, {}))
     return out
 
 

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 from conftest import experiment_modules
 
@@ -106,3 +107,15 @@ def test_bootstrap_weights_resample_rows_or_whole_queries(suite):
     group = np.array([0, 0, 1, 1, 1, 2])
     by_query = _scores.bootstrap_weights(6, 5, seed=0, group=group)
     assert np.all(by_query[:, 0] == by_query[:, 1]) and np.all(by_query[:, 2] == by_query[:, 4])
+
+
+def test_anchor_settings_reach_the_anchor(suite):
+    accuracy_suite, _ = suite
+    cfg = accuracy_suite.load_config("accuracy_suite", argv=[
+        "--set", "n_trees=2", "--set", "depth=2", "--set", "threads=1",
+        "--set", f'anchors=["{ANCHOR}"]', "--set",
+        f"anchor_settings={{{ANCHOR} = {{max_cat_to_onehot = 64}}}}"])
+    X = pd.DataFrame({"x": np.arange(40.0), "c": pd.Categorical(["a", "b", "c", "d"] * 10)})
+    y = np.arange(40) % 2
+    model = accuracy_suite.models("binary", X, cfg)[ANCHOR]
+    assert model.fit(X, y).get_params()["max_cat_to_onehot"] == 64
