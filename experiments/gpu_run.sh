@@ -8,12 +8,14 @@
 #     OUT=out/gpu bash experiments/gpu_run.sh
 #     STEPS="revisions" REVISIONS='["33e252e","HEAD"]' bash experiments/gpu_run.sh
 #     STEPS="cpu" bash experiments/gpu_run.sh   # the host's processor, two cores
+#     STEPS="scatter" bash experiments/gpu_run.sh   # its histogram scatter, disassembled
 #
 # STEPS picks the steps (default: "train histogram revisions tests"; revisions runs only
 # with REVISIONS set; cpu only when named: the host's own processor on CPU_CORES, by
 # default its first two, as the 2-vCPU machines the CPU tables were measured on: narrow
 # data against the anchors, four wide cells, and profile_fit.py at 200,000 x 28 and
-# 2,000 x 180, oblivious and depthwise).
+# 2,000 x 180, oblivious and depthwise; scatter only when named: the histogram's scatter
+# loop as XLA:CPU compiles it for that processor).
 # Needs jax with a GPU/TPU plugin and the package's dependencies importable (PYTHONPATH
 # or an installed environment); LightGBM is optional (its row is skipped if absent).
 # Writes versions.txt, bench_train.txt, bench_histogram.txt, bench_revisions.txt (with
@@ -72,6 +74,38 @@ if want cpu; then
     JAX_PLATFORMS=cpu timeout 90 $pin $python experiments/profile_fit.py "${sets[@]}" \
       --set "output_dir=\"$out/cpu_profile\"" 2>&1 | tee -a "$out/cpu_profile.txt"
   done
+fi
+
+# The host's histogram scatter as XLA:CPU compiles it there (STEPS="scatter"): one fit of
+# 200,000 x 28 on CPU_CORES with the training chunk's HLO, LLVM IR and object files dumped,
+# the scatters' kept, the first disassembled (objdump) beside the processor's description,
+# to set against the AMD kind's loop (docs/benchmarks.md, "The Intel kind again").
+if want scatter; then
+  pin="taskset -c ${CPU_CORES:-0,1}"
+  dump="$out/cpu_dump"
+  rm -rf "$dump" && mkdir -p "$dump"
+  (lscpu; cat /proc/cpuinfo | grep -m1 flags) > "$out/cpu_info.txt" 2>&1
+  JAX_PLATFORMS=cpu JAXGBT_COMPILATION_CACHE=0 \
+    XLA_FLAGS="--xla_dump_to=$dump --xla_dump_hlo_as_text --xla_dump_hlo_module_re=.*_compiled_chunk.*" \
+    timeout "${CPU_SCATTER_S:-120}" $pin $python - <<'PY' 2>&1 | tee "$out/cpu_scatter.txt"
+import sys, time
+sys.path.insert(0, "experiments")
+import jax
+from bench_wide import make_data
+import jaxgbt
+X, y = make_data(200_000, 28, "binary", "float", 0)
+for label in ("first", "warm"):
+    start = time.perf_counter()
+    model = jaxgbt.fit("logistic", X, y, n_trees=16, depth=6, devices=jax.devices()[:1])
+    jax.block_until_ready(model.leaf_value)
+    print(label, "fit s", round(time.perf_counter() - start, 3))
+PY
+  find "$dump" -type f ! -name '*wrapped_scatter*' ! -name '*after_optimizations.txt' -delete
+  first=$(ls "$dump"/*obj-file.wrapped_scatter.o 2>/dev/null | head -1)
+  if [ -n "$first" ] && command -v objdump > /dev/null; then
+    objdump -d --no-show-raw-insn "$first" > "$out/cpu_scatter.s"
+  fi
+  ls "$dump" | head -40
 fi
 
 # -p no:benchmark: pytest-benchmark, where installed, warns under xdist, and the suite
