@@ -84,7 +84,7 @@ if want scatter; then
   pin="taskset -c ${CPU_CORES:-0,1}"
   dump="$out/cpu_dump"
   rm -rf "$dump" && mkdir -p "$dump"
-  (lscpu; cat /proc/cpuinfo | grep -m1 flags) > "$out/cpu_info.txt" 2>&1
+  (lscpu; grep -m1 flags /proc/cpuinfo) > "$out/cpu_info.txt" 2>&1
   JAX_PLATFORMS=cpu JAXGBT_COMPILATION_CACHE=0 \
     XLA_FLAGS="--xla_dump_to=$dump --xla_dump_hlo_as_text --xla_dump_hlo_module_re=.*_compiled_chunk.*" \
     timeout "${CPU_SCATTER_S:-120}" $pin $python - <<'PY' 2>&1 | tee "$out/cpu_scatter.txt"
