@@ -120,20 +120,28 @@ def test_histogram_over_row_blocks_matches_reference(monkeypatch, features_in_st
         assert_allclose(np.asarray(hist), expected, rtol=1e-5, atol=1e-5)
 
 
-def test_features_per_step_spread_evenly_over_the_fewest_steps(monkeypatch):
+def test_features_per_step_spread_evenly_over_the_steps(monkeypatch):
     # On CPU at least CPU_MIN_FEATURES_PER_STEP (16) a step and at most
     # CPU_MAX_FEATURES_PER_STEP (24), one per core beyond up to MAX_FEATURES_PER_STEP
     # (32), and one per core with the rows sharded over a mesh (each core runs a
     # device); accelerators up to 32. Steps of nearly equal size: 28 features are two
     # steps of 14, not 16 and 12 (the last step, started early, would repeat 4
-    # features); 17 one step, not two of 9.
+    # features); 17 one step, not two of 9. Among the step counts in those bounds, the
+    # one that repeats the fewest features, the smaller steps on a tie: 180 features
+    # ten steps of 18 (nine of 20 repeat none either; eleven of 17 repeat 7), 500
+    # twenty-five of 20 (thirty of 17 repeat 10), 2,000 a hundred and twenty-five of 16.
     import jaxgbt.core.histogram as histogram
 
     backend = "cpu"
     monkeypatch.setattr(jax, "default_backend", lambda: backend)
     monkeypatch.setattr(histogram.os, "cpu_count", lambda: 2)
-    assert [histogram.features_per_step(f) for f in (1, 5, 16, 17, 24, 25, 28, 40, 63, 500)
-            ] == [1, 5, 16, 17, 24, 13, 14, 20, 21, 17]
+    widths = (1, 5, 16, 17, 24, 25, 28, 40, 63, 100, 180, 500, 2000)
+    assert [histogram.features_per_step(f) for f in widths
+            ] == [1, 5, 16, 17, 24, 13, 14, 20, 21, 20, 18, 20, 16]
+    for f in widths[5:]:
+        step = histogram.features_per_step(f)
+        repeated = -(-f // step) * step - f
+        assert all(-(-f // other) * other - f >= repeated for other in range(16, 25)), f
     assert [histogram.features_per_step(f, sharded=True) for f in (1, 5, 28)] == [1, 2, 2]
     monkeypatch.setattr(histogram.os, "cpu_count", lambda: 24)
     assert [histogram.features_per_step(f) for f in (28, 63)] == [14, 21]
@@ -141,6 +149,27 @@ def test_features_per_step_spread_evenly_over_the_fewest_steps(monkeypatch):
     assert [histogram.features_per_step(f) for f in (28, 63)] == [28, 32]
     backend = "gpu"
     assert [histogram.features_per_step(f) for f in (5, 40, 63)] == [5, 20, 32]
+
+
+def test_steps_that_repeat_a_feature_give_the_same_bits_as_steps_that_do_not(monkeypatch):
+    # Whatever the step, each feature's sums are its own segment_sum over the same rows
+    # in the same order: 5 features in three steps of 2 (the last repeating a feature,
+    # whose second sums are dropped) or in one step of 5 give the same bits.
+    import jaxgbt.core.histogram as histogram
+
+    monkeypatch.setattr(histogram, "ONE_SCATTER_MAX_ROWS", 0)
+    monkeypatch.setattr(jax, "default_backend", lambda: "cpu")
+    monkeypatch.setattr(histogram.os, "cpu_count", lambda: 2)
+    bins, node, gh = _inputs(n_outputs=2)
+    args = (jnp.asarray(bins), jnp.asarray(node), jnp.asarray(gh, jnp.float32))
+    hists = []
+    for step in (2, 5):
+        monkeypatch.setattr(histogram, "CPU_MIN_FEATURES_PER_STEP", step)
+        monkeypatch.setattr(histogram, "CPU_MAX_FEATURES_PER_STEP", step)
+        assert histogram.features_per_step(N_FEATURES) == step
+        hists.append(jax.jit(
+            lambda b, n, g: histogram.build_histogram(b, n, g, N_NODES, N_BINS))(*args))
+    assert_same_numbers(*hists)
 
 
 @pytest.mark.parametrize("n_rows", [300, 299])

@@ -34,9 +34,11 @@ def features_per_step(n_features: int, sharded: bool = False) -> int:
 
     On CPU, every step holds at least ``CPU_MIN_FEATURES_PER_STEP`` features (or one per
     core, where there are more cores, up to ``MAX_FEATURES_PER_STEP``) unless there are
-    fewer, and at most ``CPU_MAX_FEATURES_PER_STEP`` (or that per-core count): 17 to 24
-    features are one step, 28 two of 14, 500 thirty-one of 17. With the rows
-    ``sharded`` over a mesh of CPU devices every core already runs a device's program,
+    fewer, and at most ``CPU_MAX_FEATURES_PER_STEP`` (or that per-core count), in as many
+    steps as divide the features most evenly: 17 to 24 features are one step, 28 two of
+    14, 180 ten of 18 (not eleven of 17, whose last step would sum 7 features again:
+    docs/benchmarks.md, "Steps that divide the features"), 500 twenty-five of 20. With
+    the rows ``sharded`` over a mesh of CPU devices every core already runs a device's program,
     and a step holds one feature per core (1,000,000 x 28 rows on two devices: 0.079 s
     per tree so, 0.084 with 14 a step); accelerators take up to
     ``MAX_FEATURES_PER_STEP``. The features are spread evenly over the steps, so that
@@ -49,9 +51,12 @@ def features_per_step(n_features: int, sharded: bool = False) -> int:
     else:
         least = max(CPU_MIN_FEATURES_PER_STEP, min(os.cpu_count() or 1, MAX_FEATURES_PER_STEP))
         most = max(CPU_MAX_FEATURES_PER_STEP, least)
-        n_steps = max(1, n_features // least)
-        if -(-n_features // n_steps) > most:
-            n_steps = -(-n_features // most)
+        # From the fewest steps of at most `most` features to the most of at least
+        # `least`, the count whose last step repeats the fewest features (ties: the
+        # smaller steps, which compile faster).
+        fewest = -(-n_features // most)
+        n_steps = min(range(fewest, max(fewest, n_features // least) + 1),
+                      key=lambda n: (n * -(-n_features // n) - n_features, -n))
     return -(-n_features // n_steps)
 
 
