@@ -70,7 +70,7 @@ ANCHOR_TITLES = {"xgboost": "XGBoost", "lightgbm": "LightGBM", "catboost": "CatB
 # jaxgbt.fit settings that act only on categorical columns: a variant of these alone is the
 # defaults' model on a set without categorical columns, so it is not fitted there
 CATEGORICAL_SETTINGS = {"one_hot_max_size", "categorical_pairs", "statistic_orders",
-                        "target_statistic"}
+                        "target_statistic", "one_hot_beside"}
 VERDICT_WORDS = {"win": "better", "tie": "level", "loss": "worse"}
 
 
@@ -84,6 +84,19 @@ def with_categorical_pairs(X: pd.DataFrame, cat_names: list[str]) -> pd.DataFram
     return X
 
 
+def with_one_hot_beside(X: pd.DataFrame, cat_names: list[str], most: int) -> pd.DataFrame:
+    """X with a 0/1 float column per category of each categorical column of at most
+    ``most`` categories (by its dtype's categories), named "name=label", beside the
+    categorical column itself, which keeps its own encoding."""
+    X = X.copy()
+    for name in cat_names:
+        categories = X[name].cat.categories
+        if len(categories) <= most:
+            for label in categories:
+                X[f"{name}={label}"] = (X[name] == label).to_numpy(np.float32)
+    return X
+
+
 def jaxgbt_model(task: str, cfg: dict, cat_names: list[str], settings=None) -> Model:
     """jaxgbt with its defaults but the budget and ``settings`` (more ``jaxgbt.fit``
     keyword arguments, a variant's); the categorical columns named. A variant's
@@ -91,16 +104,19 @@ def jaxgbt_model(task: str, cfg: dict, cat_names: list[str], settings=None) -> M
     trees and learning rate itself: the budget's depth only, unless the table lists
     ``depths`` to choose from. ``categorical_pairs = true`` is not a ``fit`` setting: it
     adds every pair of categorical columns as a column (``with_categorical_pairs``)
-    before fitting and predicting."""
+    before fitting and predicting; ``one_hot_beside = k`` adds 0/1 columns of the
+    categories of columns of at most k categories beside them (``with_one_hot_beside``)."""
     settings = dict(settings or {})
     auto = settings.pop("auto", None)
     pairs = settings.pop("categorical_pairs", False)
+    beside = settings.pop("one_hot_beside", 0)
     depth = {} if auto is not None and "depths" in auto else {"depth": cfg["depth"]}
     columns = cat_names + [f"{a}*{b}" for a, b in itertools.combinations(cat_names, 2)
                            if pairs]
 
     def encoded(X):
-        return with_categorical_pairs(X, cat_names) if pairs else X
+        X = with_categorical_pairs(X, cat_names) if pairs else X
+        return with_one_hot_beside(X, cat_names, beside) if beside else X
 
     def fit(X, y, group=None):
         common = dict(**depth, categorical_features=columns or None, group=group,

@@ -119,3 +119,15 @@ def test_anchor_settings_reach_the_anchor(suite):
     y = np.arange(40) % 2
     model = accuracy_suite.models("binary", X, cfg)[ANCHOR]
     assert model.fit(X, y).get_params()["max_cat_to_onehot"] == 64
+
+
+def test_one_hot_beside_adds_a_column_per_category_of_small_columns(suite):
+    accuracy_suite, _ = suite
+    X = pd.DataFrame({"x": [1.0, 2.0, 3.0, 4.0],
+                      "small": pd.Categorical(["a", "b", None, "a"]),
+                      "large": pd.Categorical(list("pqrs"))})
+    wide = accuracy_suite.with_one_hot_beside(X, ["small", "large"], most=3)
+    assert list(wide.columns) == ["x", "small", "large", "small=a", "small=b"]
+    assert wide["small=a"].tolist() == [1.0, 0.0, 0.0, 1.0]  # a missing label: all 0
+    assert wide["small=b"].tolist() == [0.0, 1.0, 0.0, 0.0]
+    assert list(X.columns) == ["x", "small", "large"]  # the caller's frame is kept
