@@ -268,6 +268,72 @@ def test_low_cardinality_columns_are_one_hot(frame_model):
         [[1, 0, 0, 0], [0, 0, 0, 1], [0, 0, 1, 0], [0, 0, 0, 0]])  # 5: unseen, all zeros
 
 
+def _interaction_frame(seed: int, n_rows: int):
+    """age, a 4-category city, and y = (age > 40) xor (city == "b"): b's effect on y
+    averages out over age, so its mean label is near the other cities'."""
+    rng = np.random.default_rng(seed)
+    age = rng.normal(40, 10, n_rows)
+    city = rng.choice(list("abcd"), n_rows)
+    y = ((age > 40) ^ (city == "b")).astype(np.float32)
+    return pd.DataFrame({"age": age, "city": pd.Categorical(city)}), y
+
+
+def test_small_data_keeps_small_columns_one_hot_beside_their_statistics(tmp_path):
+    # Below SMALL_DATA_ROWS rows, the default gives a column of 3 to
+    # ONE_HOT_BESIDE_MAX_SIZE categories its 0/1 columns, then its statistics; an
+    # explicit one_hot_max_size gives exactly what it says.
+    frame, y = _interaction_frame(4, 600)
+    train, test = slice(0, 400), slice(400, 600)
+    model = jaxgbt.fit("logistic", frame[train], y[train], n_trees=50, depth=4)
+    encoder = model.encoder
+    column = encoder.columns[1]
+    assert column.kind == categorical.TARGET and column.one_hot and column.n_one_hot == 4
+    assert encoder.encoded_columns(1) == range(1, 6)
+    assert encoder.statistic_columns(1) == range(5, 6)
+    encoded = encoder.transform(frame)
+    city = np.searchsorted(list("abcd"), frame["city"])
+    np.testing.assert_array_equal(encoded[:, 1:5], np.eye(4)[city])
+    np.testing.assert_array_equal(encoded[:, 5], np.asarray(encoder.stats)[city, 0])
+    alone = jaxgbt.fit("logistic", frame[train], y[train], n_trees=50, depth=4, one_hot_max_size=2)
+    assert alone.encoder.columns[1] == categorical.Column(categorical.TARGET, 4, 0)
+    accuracy = {name: float(np.mean((np.asarray(m.predict(frame[test])) > 0.5) == y[test]))
+                for name, m in (("beside", model), ("alone", alone))}
+    assert accuracy["beside"] > 0.95 and accuracy["alone"] < accuracy["beside"] - 0.05, accuracy
+    # Saved, loaded and dumped with both parts.
+    model.save(tmp_path / "beside.jaxgbt")
+    loaded = jaxgbt.load(tmp_path / "beside.jaxgbt")
+    assert loaded.encoder.columns == encoder.columns
+    np.testing.assert_array_equal(np.asarray(loaded.predict_raw(frame)),
+                                  np.asarray(model.predict_raw(frame)))
+    dumped = model.dump()
+    assert [c["kind"] for c in dumped["split_columns"] if c["feature"] == 1] == (
+        ["one_hot"] * 4 + ["target_statistic"])
+    assert dumped["categorical"][0]["one_hot_columns"] is True
+
+
+def test_statistic_orders_vary_only_the_statistic_columns():
+    # Under several orders the statistics differ by order, the 0/1 columns beside them not:
+    # OrderStatistics holds the statistic columns alone. A missing value gets a 0/1 column.
+    frame, y = _interaction_frame(0, 300)
+    codes = frame["city"].cat.codes.to_numpy(np.float32)
+    codes[:7] = np.nan
+    X = np.c_[frame["age"].to_numpy(np.float32), codes]
+    declared = categorical.Declared((1,), (None, None))
+    encoder, encoded, others = categorical.fit_encoder(
+        declared, X, y[:, None].astype(np.float64), "", np.ones(300, np.float32), 2, seed=0,
+        orders=3, one_hot_beside=8)
+    assert encoder.columns[1] == categorical.Column(categorical.TARGET, 4, 0, True, 0, True)
+    assert encoder.encoded_columns(1) == range(1, 7)
+    assert others.columns == tuple(encoder.statistic_columns(1)) == (6,)
+    hot = np.c_[np.stack([codes == c for c in range(4)], 1), np.isnan(codes)]
+    np.testing.assert_array_equal(encoded[:, 1:6], hot)
+    assert others.values.shape[0] == 2 and not np.array_equal(others.values[0, :, 0],
+                                                              encoded[:, 6])
+    none = categorical.fit_encoder(declared, X, y[:, None].astype(np.float64), "",
+                                   np.ones(300, np.float32), 2, seed=0, one_hot_beside=4)[0]
+    assert not none.columns[1].one_hot  # 5 categories with the missing one: above 4
+
+
 def test_unseen_and_missing_categories_take_the_prior_and_missing_paths():
     rng = np.random.default_rng(1)
     n_rows = 256
@@ -544,6 +610,21 @@ def test_loader_rejects_inconsistent_categorical_files(saved, edit, match):
         jaxgbt.load(target)
 
 
+def test_loader_reads_files_written_before_the_one_hot_key(saved):
+    # Entries without "one_hot" load as before: one-hot columns one-hot, target columns
+    # their statistics alone.
+    members, rows, target = saved
+
+    def earlier(record):
+        for entry in record["columns"]:
+            del entry["one_hot"]
+        return record
+
+    assert _load_or_reject(_edited(members, header=earlier), rows, target) == "loaded"
+    assert _load_or_reject(_edited(members, header=_set(0, "one_hot", "yes")), rows,
+                           target) != "loaded"
+
+
 def test_loader_needs_labels_json_and_reads_files_without_an_encoder(saved):
     members, rows, target = saved
     without = {k: v for k, v in members.items() if k != "labels.json"}
@@ -565,7 +646,7 @@ _JSON = st.recursive(st.none() | st.booleans() | st.integers(-3, 2**40) | st.flo
                      | st.text(max_size=6),
                      lambda inner: st.lists(inner, max_size=3)
                      | st.dictionaries(st.text(max_size=12), inner, max_size=3), max_leaves=6)
-_KEYS = ["index", "kind", "n_categories", "missing", "labelled"]
+_KEYS = ["index", "kind", "n_categories", "missing", "labelled", "one_hot"]
 
 
 @settings(derandomize=True, database=None, deadline=None, max_examples=80,

@@ -180,3 +180,18 @@ def test_missing_onnx_names_the_extra(oblivious, monkeypatch):
     monkeypatch.setitem(sys.modules, "onnx", None)
     with pytest.raises(ImportError, match=r"jaxgbt\[onnx\]"):
         jaxgbt.to_onnx(oblivious)
+
+
+def test_small_categorical_columns_one_hot_beside_their_statistics():
+    # Below 5,000 rows a column of 3 to 8 categories is encoded both ways (0/1 columns,
+    # the missing one, then its statistic): the graph builds the same columns.
+    rng = np.random.default_rng(3)
+    n_rows = N_TRAIN + N_TEST
+    city = rng.choice(["a", "b", "c", None], n_rows).astype(object)
+    frame = pd.DataFrame({"age": rng.normal(40, 10, n_rows),
+                          "city": pd.Categorical(city, categories=["a", "b", "c"])})
+    y = ((frame["age"] > 40) ^ (frame["city"] == "b")).to_numpy(np.float32)
+    model = jaxgbt.fit("logistic", frame[:N_TRAIN], y[:N_TRAIN], **FIT)
+    column = model.encoder.columns[1]
+    assert column.kind == "target" and column.one_hot and column.missing
+    assert_matches(model, frame[N_TRAIN:])

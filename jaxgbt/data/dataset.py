@@ -131,7 +131,9 @@ class Dataset:
         """The rows with categorical columns encoded (``categorical.fit_encoder``).
 
         Args:
-          one_hot_max_size: an int, or None for ``categorical.default_one_hot_max_size``.
+          one_hot_max_size: an int, or None for ``categorical.default_one_hot_max_size``
+            (and then ``categorical.default_one_hot_beside``'s 0/1 columns beside the
+            statistics of small columns).
           statistic_orders: P, the orders of the rows target statistics are drawn under.
           target_statistic: which statistics (``categorical.statistic_labels``), None
             for the label's default (``categorical.default_statistic``).
@@ -152,15 +154,18 @@ class Dataset:
             return self
         targets, why = categorical.statistic_targets(self.y, objective, vector_output,
                                                      n_outputs)
+        beside = 0
         if one_hot_max_size is None:
             scalar_label = not isinstance(self.y, dict) and np.ndim(self.y) == 1
             one_hot_max_size = categorical.default_one_hot_max_size(
                 self.n_rows, scalar_label and targets is not None
                 and not check.is_traced(self.weight))
+            beside = categorical.default_one_hot_beside(one_hot_max_size)
         # A traced seed (vmap over seeds) cannot draw host permutations: they use seed 0.
         encoder, X, others = categorical.fit_encoder(
             self.declared, self.X, targets, why, self.weight, one_hot_max_size,
-            0 if check.is_traced(seed) else seed, statistic_orders, target_statistic)
+            0 if check.is_traced(seed) else seed, statistic_orders, target_statistic,
+            beside)
         return dataclasses.replace(self, X=X, encoder=encoder, order_statistics=others)
 
     def thresholds(self, n_bins: int, seed) -> np.ndarray:

@@ -86,14 +86,15 @@ def split_columns(encoder, names, n_features: int) -> list[dict]:
         base = {"feature": j, "name": names[j]}
         if column.kind == categorical.NUMERIC:
             out.append({**base, "kind": "numeric"})
-        elif column.kind == categorical.ONE_HOT:
+            continue
+        if column.n_one_hot:
             values = known[column.offset:column.offset + column.n_categories]
             for value in values:
                 out.append({**base, "kind": "one_hot",
                             "category": _category(encoder.labels[j], value)})
             if column.missing:
                 out.append({**base, "kind": "one_hot_missing"})
-        else:
+        if column.kind == categorical.TARGET:
             out.extend({**base, "kind": "target_statistic", "output": m}
                        for m in range(encoder.n_targets))
     return [{"index": e, **entry} for e, entry in enumerate(out)]
@@ -124,9 +125,10 @@ def _categorical(encoder, names) -> list[dict]:
             "values": [float(v) for v in values],
             "labels": None if labels is None else [categorical.label_key(v) for v in labels],
         }
-        if column.kind == categorical.ONE_HOT:
+        if column.n_one_hot:
             entry["missing_column"] = column.missing
-        else:
+        if column.kind == categorical.TARGET:
+            entry["one_hot_columns"] = column.one_hot
             n = column.n_categories
             table = stats[column.stats_offset:column.stats_offset + n + 2]
             entry["statistics"] = [_floats(row) for row in table[:n]]

@@ -128,7 +128,8 @@ def _encoder_record(encoder: categorical.Encoder):
             continue
         columns.append({"index": index, "kind": column.kind,
                         "n_categories": column.n_categories, "missing": column.missing,
-                        "labelled": names is not None})
+                        "labelled": names is not None,
+                        "one_hot": column.kind == categorical.ONE_HOT or column.one_hot})
         if names is not None:
             labels.append(list(names))
     arrays = {"categories": np.asarray(encoder.categories, np.float32),
@@ -246,7 +247,9 @@ def _read_training_record(header: dict, n_trees: int, path):
     return best, record
 
 
-_COLUMN_KEYS = {"index", "kind", "n_categories", "missing", "labelled"}
+_COLUMN_KEYS = {"index", "kind", "n_categories", "missing", "labelled", "one_hot"}
+# Files written before target columns could keep their 0/1 columns lack "one_hot".
+_EARLIER_COLUMN_KEYS = _COLUMN_KEYS - {"one_hot"}
 
 
 def _read_encoder(archive: zipfile.ZipFile, header: dict, n_features: int, path,
@@ -263,25 +266,32 @@ def _read_encoder(archive: zipfile.ZipFile, header: dict, n_features: int, path,
     entries = record["columns"]
     if not isinstance(entries, list) or not 1 <= len(entries) <= n_features:
         fail(path, f"categorical columns must be a list of 1 to {n_features} entries")
-    described = {}
+    described, described_labelled = {}, {}
     for entry in entries:
-        if not isinstance(entry, dict) or set(entry) != _COLUMN_KEYS:
+        if not isinstance(entry, dict) or set(entry) not in (_COLUMN_KEYS, _EARLIER_COLUMN_KEYS):
             fail(path, f"each categorical column must have the keys {sorted(_COLUMN_KEYS)}")
         index = header_int(entry, "index", 0, n_features - 1, path)
         size = header_int(entry, "n_categories", 0, MAX_CATEGORIES, path)
         kind, missing, labelled = entry["kind"], entry["missing"], entry["labelled"]
-        if (kind not in (categorical.ONE_HOT, categorical.TARGET) or not isinstance(missing, bool)
-                or not isinstance(labelled, bool) or (kind == categorical.TARGET and missing)):
-            fail(path, "a categorical column's kind must be one_hot or target, and missing "
-                        "and labelled booleans (missing false for target)")
+        one_hot = entry.get("one_hot", kind == categorical.ONE_HOT)
+        if (kind not in (categorical.ONE_HOT, categorical.TARGET)
+                or not all(isinstance(flag, bool) for flag in (missing, labelled, one_hot))
+                or (kind == categorical.ONE_HOT and not one_hot)
+                or (kind == categorical.TARGET and missing and not one_hot)):
+            fail(path, "a categorical column's kind must be one_hot or target, and missing, "
+                        "labelled and one_hot booleans (one_hot true for one_hot; missing "
+                        "false for target without one_hot)")
         if index in described or (described and index < max(described)):
             fail(path, "categorical column indices must be increasing")
-        described[index] = (kind, size, missing, labelled)
-    n_categories = sum(size for _, size, _, _ in described.values())
-    n_stats = sum(size + 2 for kind, size, _, _ in described.values()
-                  if kind == categorical.TARGET)
-    width = n_features + sum((size + missing if kind == categorical.ONE_HOT else n_targets) - 1
-                             for kind, size, missing, _ in described.values())
+        described[index] = categorical.Column(kind, size, 0, missing,
+                                              one_hot=one_hot and kind == categorical.TARGET)
+        described_labelled[index] = labelled
+    n_categories = sum(column.n_categories for column in described.values())
+    n_stats = sum(column.n_categories + 2 for column in described.values()
+                  if column.kind == categorical.TARGET)
+    width = n_features + sum(
+        column.n_one_hot + (n_targets if column.kind == categorical.TARGET else 0) - 1
+        for column in described.values())
     if n_categories > MAX_CATEGORIES or n_stats * n_targets > MAX_LEAF_VALUES \
             or not 1 <= width <= MAX_FEATURES:
         fail(path, "the categorical encoding is too large to load")
@@ -291,22 +301,23 @@ def _read_encoder(archive: zipfile.ZipFile, header: dict, n_features: int, path,
                        checksums=checksums)
     if not np.isfinite(known).all() or not np.isfinite(stats).all():
         fail(path, "categories and category_stats must be finite")
-    labels = _read_labels(archive, [size for _, size, _, labelled in described.values()
-                                    if labelled], path, checksums)
+    labels = _read_labels(archive, [column.n_categories for index, column in described.items()
+                                    if described_labelled[index]], path, checksums)
     columns, all_labels, offset, stats_offset = [], [], 0, 0
     for index in range(n_features):
         if index not in described:
             columns.append(categorical.Column(categorical.NUMERIC))
             all_labels.append(None)
             continue
-        kind, size, missing, labelled = described[index]
+        column, labelled = described[index], described_labelled[index]
+        kind, size = column.kind, column.n_categories
         values = known[offset:offset + size]
         if labelled and not np.array_equal(values, np.arange(size, dtype=np.float32)):
             fail(path, f"the categories of labelled column {index} must be 0, 1, ..., {size - 1}")
         if (np.diff(values) <= 0).any():
             fail(path, f"the categories of column {index} must be increasing")
-        columns.append(categorical.Column(
-            kind, size, offset, missing, stats_offset if kind == categorical.TARGET else 0))
+        columns.append(column._replace(
+            offset=offset, stats_offset=stats_offset if kind == categorical.TARGET else 0))
         all_labels.append(labels.pop(0) if labelled else None)
         offset += size
         stats_offset += size + 2 if kind == categorical.TARGET else 0

@@ -226,19 +226,21 @@ def _encoding(encoder, nodes: list, initializers: list) -> str:
         x = _columns(f"column_{j}", [j], nodes, initializers)  # (N, 1)
         known = known_all[column.offset:column.offset + column.n_categories]
         name = f"encoded_{j}"
-        if column.kind == categorical.ONE_HOT:
-            initializers.append(_constant(f"known_{j}", known[None, :]))
-            nodes.append(helper.make_node("Equal", [x, f"known_{j}"], [f"hot_{j}"]))
+        if column.n_one_hot:
+            initializers.append(_constant(f"known_hot_{j}", known[None, :]))
+            nodes.append(helper.make_node("Equal", [x, f"known_hot_{j}"], [f"hot_{j}"]))
             hot = f"hot_{j}"
             if column.missing:
                 nodes.append(helper.make_node("IsNaN", [x], [f"missing_{j}"]))
                 nodes.append(helper.make_node("Concat", [hot, f"missing_{j}"],
                                               [f"hot_missing_{j}"], axis=1))
                 hot = f"hot_missing_{j}"
-            nodes.append(helper.make_node("Cast", [hot], [name], to=_float_type()))
-        else:
+            hot_name = f"one_hot_{j}" if column.kind == categorical.TARGET else name
+            nodes.append(helper.make_node("Cast", [hot], [hot_name], to=_float_type()))
+            blocks.append(hot_name)
+        if column.kind == categorical.TARGET:
             nodes.extend(_target_statistic_nodes(j, x, known, column, stats_all, initializers))
-        blocks.append(name)
+            blocks.append(name)
     nodes.append(helper.make_node("Concat", blocks, ["encoded"], axis=1))
     return "encoded"
 
