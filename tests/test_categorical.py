@@ -294,6 +294,11 @@ def test_small_data_keeps_small_columns_one_hot_beside_their_statistics(tmp_path
     city = np.searchsorted(list("abcd"), frame["city"])
     np.testing.assert_array_equal(encoded[:, 1:5], np.eye(4)[city])
     np.testing.assert_array_equal(encoded[:, 5], np.asarray(encoder.stats)[city, 0])
+    # An unseen label, and a missing one (training had none): no 0/1 column set, the prior.
+    odd = frame[:2].copy()
+    odd["city"] = pd.Categorical(["e", None], categories=list("abcde"))
+    prior = np.asarray(encoder.stats)[4 + 1, 0]  # rows: a..d, missing, unseen
+    np.testing.assert_array_equal(encoder.transform(odd)[:, 1:], [[0, 0, 0, 0, prior]] * 2)
     alone = jaxgbt.fit("logistic", frame[train], y[train], n_trees=50, depth=4, one_hot_max_size=2)
     assert alone.encoder.columns[1] == categorical.Column(categorical.TARGET, 4, 0)
     accuracy = {name: float(np.mean((np.asarray(m.predict(frame[test])) > 0.5) == y[test]))
