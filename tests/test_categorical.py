@@ -310,6 +310,9 @@ def test_small_data_keeps_small_columns_one_hot_beside_their_statistics(tmp_path
     assert loaded.encoder.columns == encoder.columns
     np.testing.assert_array_equal(np.asarray(loaded.predict_raw(frame)),
                                   np.asarray(model.predict_raw(frame)))
+    with zipfile.ZipFile(tmp_path / "beside.jaxgbt") as archive:
+        header = json.loads(archive.read("header.json"))
+    assert header["categorical"]["columns"][0]["one_hot"] is True
     dumped = model.dump()
     assert [c["kind"] for c in dumped["split_columns"] if c["feature"] == 1] == (
         ["one_hot"] * 4 + ["target_statistic"])
@@ -615,19 +618,18 @@ def test_loader_rejects_inconsistent_categorical_files(saved, edit, match):
         jaxgbt.load(target)
 
 
-def test_loader_reads_files_written_before_the_one_hot_key(saved):
-    # Entries without "one_hot" load as before: one-hot columns one-hot, target columns
-    # their statistics alone.
+def test_one_hot_key_only_where_a_target_column_keeps_its_0_1_columns(saved):
+    # Files without such a column have no "one_hot" key (as files before it): a target
+    # column is its statistics alone, a one-hot column one-hot. The key, where given,
+    # must agree with the kind.
     members, rows, target = saved
-
-    def earlier(record):
-        for entry in record["columns"]:
-            del entry["one_hot"]
-        return record
-
-    assert _load_or_reject(_edited(members, header=earlier), rows, target) == "loaded"
-    assert _load_or_reject(_edited(members, header=_set(0, "one_hot", "yes")), rows,
-                           target) != "loaded"
+    entries = json.loads(members["header.json"])["categorical"]["columns"]
+    assert all("one_hot" not in entry for entry in entries)
+    assert _load_or_reject(_edited(members, header=_set(0, "one_hot", False)), rows,
+                           target) == "loaded"
+    for entry, value in ((0, "yes"), (1, False)):  # 1 is the one-hot column
+        assert _load_or_reject(_edited(members, header=_set(entry, "one_hot", value)), rows,
+                               target) != "loaded"
 
 
 def test_loader_needs_labels_json_and_reads_files_without_an_encoder(saved):

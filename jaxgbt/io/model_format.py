@@ -126,10 +126,11 @@ def _encoder_record(encoder: categorical.Encoder):
     for index, (column, names) in enumerate(zip(encoder.columns, encoder.labels, strict=True)):
         if column.kind == categorical.NUMERIC:
             continue
-        columns.append({"index": index, "kind": column.kind,
-                        "n_categories": column.n_categories, "missing": column.missing,
-                        "labelled": names is not None,
-                        "one_hot": column.kind == categorical.ONE_HOT or column.one_hot})
+        entry = {"index": index, "kind": column.kind, "n_categories": column.n_categories,
+                 "missing": column.missing, "labelled": names is not None}
+        if column.one_hot:  # only where it says more than the kind, for earlier readers
+            entry["one_hot"] = True
+        columns.append(entry)
         if names is not None:
             labels.append(list(names))
     arrays = {"categories": np.asarray(encoder.categories, np.float32),
@@ -248,7 +249,8 @@ def _read_training_record(header: dict, n_trees: int, path):
 
 
 _COLUMN_KEYS = {"index", "kind", "n_categories", "missing", "labelled", "one_hot"}
-# Files written before target columns could keep their 0/1 columns lack "one_hot".
+# "one_hot" is written only for a target column that keeps its 0/1 columns, so that files
+# without such a column read as before (and in versions before the key).
 _EARLIER_COLUMN_KEYS = _COLUMN_KEYS - {"one_hot"}
 
 
