@@ -268,10 +268,11 @@ def _read_encoder(archive: zipfile.ZipFile, header: dict, n_features: int, path,
     entries = record["columns"]
     if not isinstance(entries, list) or not 1 <= len(entries) <= n_features:
         fail(path, f"categorical columns must be a list of 1 to {n_features} entries")
-    described, described_labelled = {}, {}
+    described = {}  # index -> (its Column, offsets not yet set; whether it is labelled)
     for entry in entries:
         if not isinstance(entry, dict) or set(entry) not in (_COLUMN_KEYS, _EARLIER_COLUMN_KEYS):
-            fail(path, f"each categorical column must have the keys {sorted(_COLUMN_KEYS)}")
+            fail(path, "each categorical column must have the keys "
+                       f"{sorted(_EARLIER_COLUMN_KEYS)}, and may have one_hot")
         index = header_int(entry, "index", 0, n_features - 1, path)
         size = header_int(entry, "n_categories", 0, MAX_CATEGORIES, path)
         kind, missing, labelled = entry["kind"], entry["missing"], entry["labelled"]
@@ -285,15 +286,15 @@ def _read_encoder(archive: zipfile.ZipFile, header: dict, n_features: int, path,
                         "false for target without one_hot)")
         if index in described or (described and index < max(described)):
             fail(path, "categorical column indices must be increasing")
-        described[index] = categorical.Column(kind, size, 0, missing,
-                                              one_hot=one_hot and kind == categorical.TARGET)
-        described_labelled[index] = labelled
-    n_categories = sum(column.n_categories for column in described.values())
-    n_stats = sum(column.n_categories + 2 for column in described.values()
+        described[index] = (categorical.Column(
+            kind, size, 0, missing, one_hot=one_hot and kind == categorical.TARGET), labelled)
+    read = [column for column, _ in described.values()]
+    n_categories = sum(column.n_categories for column in read)
+    n_stats = sum(column.n_categories + 2 for column in read
                   if column.kind == categorical.TARGET)
     width = n_features + sum(
         column.n_one_hot + (n_targets if column.kind == categorical.TARGET else 0) - 1
-        for column in described.values())
+        for column in read)
     if n_categories > MAX_CATEGORIES or n_stats * n_targets > MAX_LEAF_VALUES \
             or not 1 <= width <= MAX_FEATURES:
         fail(path, "the categorical encoding is too large to load")
@@ -303,15 +304,15 @@ def _read_encoder(archive: zipfile.ZipFile, header: dict, n_features: int, path,
                        checksums=checksums)
     if not np.isfinite(known).all() or not np.isfinite(stats).all():
         fail(path, "categories and category_stats must be finite")
-    labels = _read_labels(archive, [column.n_categories for index, column in described.items()
-                                    if described_labelled[index]], path, checksums)
+    labels = _read_labels(archive, [column.n_categories for column, labelled
+                                    in described.values() if labelled], path, checksums)
     columns, all_labels, offset, stats_offset = [], [], 0, 0
     for index in range(n_features):
         if index not in described:
             columns.append(categorical.Column(categorical.NUMERIC))
             all_labels.append(None)
             continue
-        column, labelled = described[index], described_labelled[index]
+        column, labelled = described[index]
         kind, size = column.kind, column.n_categories
         values = known[offset:offset + size]
         if labelled and not np.array_equal(values, np.arange(size, dtype=np.float32)):
