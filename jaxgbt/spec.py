@@ -29,7 +29,7 @@ from jaxgbt.core.config import (
 from jaxgbt.core.constraints import interaction_sets
 from jaxgbt.core.layout import default_max_leaves, layout
 from jaxgbt.core.round import BoostParams
-from jaxgbt.core.sampling import SamplingParams, sample_capacity
+from jaxgbt.core.sampling import SamplingParams, sample_capacity, seed_key
 from jaxgbt.core.split import SplitParams
 from jaxgbt.data import categorical
 from jaxgbt.data import validation as check
@@ -226,7 +226,7 @@ def boost_params(learning_rate, l2, l1, min_split_gain, min_child_weight, hessia
     if check.is_traced(min_data_in_leaf) or float(min_data_in_leaf) > 0:
         as_f32["min_data_in_leaf"] = jnp.asarray(min_data_in_leaf, jnp.float32)
     rate = jnp.asarray(0.0 if callable(learning_rate) else learning_rate, jnp.float32)
-    sampling = SamplingParams(key=jax.random.PRNGKey(seed),
+    sampling = SamplingParams(key=seed_key(seed),
                               **{k: jnp.asarray(v, jnp.float32) for k, v in rates.items()},
                               bagging_temperature=jnp.asarray(bagging_temperature, jnp.float32))
     return BoostParams(learning_rate=rate, split=SplitParams(**as_f32),

@@ -215,6 +215,22 @@ def test_bad_sampling_arguments(regression_data):
         jaxgbt.fit("squared_error", X, y, sampling="bayesian", bagging_temperature=-1, **SMALL)
 
 
+def test_a_concrete_seed_makes_prngkeys_key_on_the_host(monkeypatch):
+    seeds = [0, 1, 7, 2**31 - 1, 2**31, 2**32 - 1, np.int64(12), np.uint32(99)]
+    expected = [np.asarray(jax.random.PRNGKey(seed)) for seed in seeds]
+    traced = [np.asarray(jax.jit(sampling.seed_key)(jnp.uint32(seed))) for seed in seeds]
+
+    def compiled_key(seed):
+        raise AssertionError("a concrete seed's key compiled PRNGKey")
+
+    monkeypatch.setattr(jax.random, "PRNGKey", compiled_key)
+    for seed, want, under_jit in zip(seeds, expected, traced, strict=True):
+        got = sampling.seed_key(seed)
+        assert got.dtype == jnp.uint32 and got.shape == (2,)
+        np.testing.assert_array_equal(got, want)
+        np.testing.assert_array_equal(under_jit, want)
+
+
 def test_vmap_over_seeds_gives_the_single_fits(regression_data):
     X, y = regression_data
     seeds = jnp.array([1, 2])

@@ -43,6 +43,7 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from jaxgbt.core.layout import layout
 from jaxgbt.core.order import kth_largest
@@ -68,6 +69,16 @@ class SamplingParams(NamedTuple):
     goss_other_rate: jax.Array
     colsample_bynode: jax.Array | float = 1.0
     bagging_temperature: jax.Array | float = 1.0
+
+
+def seed_key(seed) -> jax.Array:
+    """u32[2]: ``jax.random.PRNGKey(seed)`` for a seed in [0, 2**32), built on the host
+    when the seed is concrete (the key of such a seed is the pair (0, seed)): PRNGKey
+    compiles a program of its own, once in every process, which a fit would otherwise
+    wait for. A traced seed (a sweep's) goes through PRNGKey."""
+    if is_traced(seed):
+        return jax.random.PRNGKey(seed)
+    return jnp.asarray(np.array([0, int(seed)], np.uint32))
 
 
 def round_keys(params: SamplingParams, round_index: jax.Array) -> tuple[jax.Array, jax.Array]:

@@ -19,10 +19,13 @@ from pathlib import Path
 
 import jax
 
-# Programs that took less than this to compile are not stored: prediction programs
-# compile in about 0.2 s on CPU and are worth keeping; smaller ones are cheaper to
-# compile than to read back.
-MIN_COMPILE_SECONDS = 0.1
+# Programs that took less than this to compile are not stored. Reading one back takes
+# 1-3 ms, where the start's programs (the first margin, the first gradients' check) and
+# predict's link compile in 0.02-0.07 s each: stored too (the threshold was 0.1 s), they
+# took a later process's compile time from 0.28-0.33 s to 0.16-0.18 s at 2,000 x 28
+# (docs/benchmarks.md, "Compile"). Below it are the eager operations of any JAX code in
+# the process, which would fill the directory with files.
+MIN_COMPILE_SECONDS = 0.02
 OPT_OUT_VALUES = ("0", "false", "no", "off")
 
 
