@@ -39,3 +39,54 @@ def test_opting_out_and_a_users_directory_are_respected(tmp_path):
     blocked = tmp_path / "a-file"
     blocked.write_text("")  # not a directory: the cache stays off, with no warning
     assert _run(show, JAXGBT_CACHE_DIR=str(blocked / "xla")) == "None"
+
+
+# A fit whose raw predictions are printed (as their bytes' digest); with "boom", tracing
+# the training chunk fails, so the fit can only run a chunk an earlier process stored.
+CHUNK_FIT = """
+import hashlib, sys, numpy as np, jaxgbt
+from jaxgbt.engine import compile as compile_module
+if sys.argv[2] == "boom":
+    def compiled_chunk(*args, **kwargs):
+        raise AssertionError("the training chunk was traced")
+    compile_module.compiled_chunk = compiled_chunk
+X = np.arange(96, dtype=np.float32).reshape(48, 2) % 7
+loss = {"logistic": "logistic", "quantile": "quantile@0.8",
+        "mine": lambda y, f: (y - f) ** 2}[sys.argv[1]]
+y = (X[:, 0] > 3).astype(np.float32)
+model = jaxgbt.fit(loss, X, y, n_trees=3, depth=2, n_bins=8)
+print(hashlib.sha256(np.asarray(model.predict_raw(X)).tobytes()).hexdigest())
+"""
+
+
+def _chunk_fit(tmp_path, loss: str, boom: bool = False) -> str:
+    return _run(CHUNK_FIT.replace("sys.argv[1]", repr(loss))
+                .replace("sys.argv[2]", repr("boom" if boom else "")),
+                JAXGBT_CACHE_DIR=str(tmp_path))
+
+
+def test_a_later_process_runs_the_stored_chunk_without_tracing_it(tmp_path):
+    chunks = tmp_path / "chunks"
+    first = _chunk_fit(tmp_path, "logistic")
+    stored = list(chunks.iterdir())
+    assert len(stored) == 1
+    assert _chunk_fit(tmp_path, "logistic", boom=True) == first
+    # A parametrised built-in is keyed by its parameter too: a new file, not a wrong one.
+    _chunk_fit(tmp_path, "quantile")
+    assert len(list(chunks.iterdir())) == 2
+    # An unreadable file is dropped; the chunk then comes from JAX's cache, and is not
+    # stored from there (serialized again, such an executable lacked its kernels).
+    stored[0].write_bytes(b"not a program")
+    assert _chunk_fit(tmp_path, "logistic") == first
+    assert not stored[0].exists()
+    # With JAX's cache emptied too, it is compiled, stored, and run from the file again.
+    for program in tmp_path.glob("*-cache"):
+        program.unlink()
+    assert _chunk_fit(tmp_path, "logistic") == first
+    assert _chunk_fit(tmp_path, "logistic", boom=True) == first
+
+
+def test_a_loss_of_the_users_is_not_stored_as_a_chunk(tmp_path):
+    _chunk_fit(tmp_path, "mine")
+    assert not (tmp_path / "chunks").exists()
+    assert any(tmp_path.iterdir())  # JAX's own cache holds its programs

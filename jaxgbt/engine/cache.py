@@ -1,9 +1,20 @@
-"""JAX's persistent compilation cache, on by default in a user cache directory.
+"""JAX's persistent compilation cache, on by default in a user cache directory, and the
+training chunks' executables beside it.
 
 A fit's compiled programs (the chunk of rounds, prediction) are stored on disk, so a new
 process that fits or predicts a shape seen before loads them instead of compiling again
 (docs/benchmarks.md has the time saved). The cache is JAX's own; jaxgbt only points it at
 a directory when the user has not configured one.
+
+JAX's cache is keyed by the lowered program, so a process still traces the training
+chunk and lowers it to MLIR before it can look it up: about half of a later process's
+first-fit overhead at 2,000 x 28. So the chunk's executable is also kept under
+``chunks/`` in jaxgbt's directory (``stored_chunk``, ``compiled_and_stored``), keyed by what
+decides the program without tracing it: the static configuration, the arguments' types,
+the source of jaxgbt, the versions of jax and jaxlib, every JAX setting, ``XLA_FLAGS``,
+the backend and the processor. A configuration holding a function that is not one of
+jaxgbt's own (a loss or a learning-rate schedule of the user's, whose code the key
+cannot see) is not kept there: it goes through JAX's cache alone.
 
 Opting out: set the environment variable ``JAXGBT_COMPILATION_CACHE=0`` before importing
 jaxgbt. A directory set by the user (``JAX_COMPILATION_CACHE_DIR`` or
@@ -14,10 +25,21 @@ directory is not pruned (JAX's size cap needs the optional ``filelock`` package)
 deleted at any time.
 """
 
+import dataclasses
+import functools
+import hashlib
 import os
+import pickle
+import platform
+import tempfile
+import types
+import zlib
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import jax
+import numpy as np
 
 # Programs that took less than this to compile are not stored. Reading one back takes
 # 1-3 ms, where the start's programs (the first margin, the first gradients' check) and
@@ -27,6 +49,12 @@ import jax
 # the process, which would fill the directory with files.
 MIN_COMPILE_SECONDS = 0.02
 OPT_OUT_VALUES = ("0", "false", "no", "off")
+
+# The directory of ``enable_persistent_cache``, where ``chunks/`` is kept; None: no chunk
+# executables on disk (the cache is off, or a directory the user chose is in use).
+_directory: Path | None = None
+# Programs JAX's persistent cache has served in this process (its ``cache_hits`` events).
+_served_by_jax = 0
 
 
 def default_cache_dir() -> Path:
@@ -58,4 +86,148 @@ def enable_persistent_cache() -> Path | None:
         return None
     jax.config.update("jax_compilation_cache_dir", str(directory))
     jax.config.update("jax_persistent_cache_min_compile_time_secs", MIN_COMPILE_SECONDS)
+    global _directory
+    _directory = directory
+    jax.monitoring.register_event_listener(_count_served)
     return directory
+
+
+def _count_served(event: str, **_) -> None:
+    global _served_by_jax
+    if event == "/jax/compilation_cache/cache_hits":
+        _served_by_jax += 1
+
+
+class _Unkeyable(Exception):
+    """A value whose meaning a key on disk cannot capture (a function of the user's)."""
+
+
+def _canonical(value, depth: int = 0) -> str:
+    """A text that is the same in every process for equal values, for the key of a
+    stored chunk; raises ``_Unkeyable`` for what it cannot vouch for."""
+    if depth > 16:  # a structure that holds itself
+        raise _Unkeyable("nested too deep")
+    inner = functools.partial(_canonical, depth=depth + 1)
+    if value is None or isinstance(value, (bool, int, float, str, bytes)):
+        return f"{type(value).__name__}:{value!r}"
+    if isinstance(value, (np.ndarray, np.generic)):
+        array = np.ascontiguousarray(value)
+        digest = hashlib.sha256(array.tobytes()).hexdigest()
+        return f"array:{array.dtype.str}:{array.shape}:{digest}"
+    if isinstance(value, np.dtype):
+        return f"dtype:{value.str}"
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        fields = ",".join(f"{f.name}={inner(getattr(value, f.name))}"
+                          for f in dataclasses.fields(value))
+        return f"{type(value).__module__}.{type(value).__qualname__}({fields})"
+    if isinstance(value, tuple) and hasattr(value, "_fields"):  # a NamedTuple
+        fields = ",".join(f"{name}={inner(getattr(value, name))}" for name in value._fields)
+        return f"{type(value).__module__}.{type(value).__qualname__}({fields})"
+    if isinstance(value, (tuple, list)):
+        return f"{type(value).__name__}[{','.join(inner(v) for v in value)}]"
+    if isinstance(value, dict):
+        return f"dict[{','.join(inner(k) + ':' + inner(v) for k, v in sorted(value.items()))}]"
+    if isinstance(value, types.FunctionType) and value.__module__.split(".")[0] == "jaxgbt":
+        # Its code and the module-level names it reads are in the key's digest of
+        # jaxgbt's source; a function one of jaxgbt's factories made (``huber@delta``'s
+        # loss) also carries the values it closed over and its defaults.
+        cells = tuple(cell.cell_contents for cell in value.__closure__ or ())
+        return (f"function:{value.__module__}.{value.__qualname__}:"
+                f"{value.__code__.co_firstlineno}:{inner(cells)}:{inner(value.__defaults__)}:"
+                f"{inner(value.__kwdefaults__)}")
+    raise _Unkeyable(type(value).__name__)
+
+
+@functools.cache
+def _environment() -> str:
+    """What a compiled chunk depends on besides its configuration and arguments: jaxgbt's
+    source, the versions of jax and jaxlib, ``XLA_FLAGS``, the backend and the
+    processor (XLA:CPU compiles for the host's instruction set)."""
+    import jaxlib
+
+    source = hashlib.sha256()
+    package = Path(__file__).resolve().parents[1]
+    for path in sorted(package.rglob("*.py")):
+        source.update(str(path.relative_to(package)).encode())
+        source.update(path.read_bytes())
+    device = jax.devices()[0]
+    processor = platform.processor() + platform.machine()
+    try:
+        with open("/proc/cpuinfo") as cpuinfo:  # the first processor's model and flags
+            processor += "".join(line for line in cpuinfo.read().split("\n\n")[0].splitlines()
+                                 if line.startswith(("model name", "flags", "Features")))
+    except OSError:
+        pass
+    return "|".join((source.hexdigest(), jax.__version__, jaxlib.__version__,
+                     device.platform, device.client.platform_version, device.device_kind,
+                     os.environ.get("XLA_FLAGS", ""), processor))
+
+
+def _chunk_path(key: tuple) -> Path | None:
+    """The file of a stored chunk for ``key`` (``compile.chunk_program``'s key), or None
+    when chunks are not kept or the key holds something it cannot vouch for."""
+    if _directory is None:
+        return None
+    try:
+        text = _canonical(key[0]) + "|" + "|".join(str(part) for part in key[1:])
+    except _Unkeyable:
+        return None
+    if " at 0x" in text:  # an object's address: no later process would find it
+        return None
+    settings = repr(sorted(jax.config.values.items()))
+    digest = hashlib.sha256("|".join((text, settings, _environment())).encode()).hexdigest()
+    return _directory / "chunks" / f"{digest}.bin"
+
+
+def stored_chunk(key: tuple):
+    """The chunk executable stored for ``key`` by an earlier process, loaded onto the
+    default device, or None (not stored, not kept, or unreadable: it is then compiled)."""
+    path = _chunk_path(key)
+    if path is None or not path.is_file():
+        return None
+    try:
+        from jax.experimental import serialize_executable
+
+        serialized, in_tree, out_tree = pickle.loads(zlib.decompress(path.read_bytes()))
+        return serialize_executable.deserialize_and_load(serialized, in_tree, out_tree)
+    except Exception:  # a file cut short or from another build: compile instead
+        path.unlink(missing_ok=True)
+        return None
+
+
+def compiled_and_stored(key: tuple, compile_chunk: Callable[[], Any]):
+    """``compile_chunk()``, the compiled chunk for ``key``, stored for later processes
+    when it was compiled here.
+
+    Not when JAX's persistent cache served it (during the call: another thread's hit
+    also counts, which only skips a store): an executable read from that cache and
+    serialized again lacked its kernels (XLA:CPU, jax 0.10: "Function ... not found"
+    when it ran in the next process).
+    """
+    served = _served_by_jax
+    program = compile_chunk()
+    if _served_by_jax == served:
+        _store_chunk(key, program)
+    return program
+
+
+def _store_chunk(key: tuple, program) -> None:
+    """Writes the compiled chunk ``program`` for ``key``, where chunks are kept, in one
+    atomic rename (a process reading at the same time sees the whole file or none).
+    Storing is best effort: a fit never fails for it."""
+    path = _chunk_path(key)
+    if path is None:
+        return
+    temporary = None
+    try:
+        from jax.experimental import serialize_executable
+
+        data = zlib.compress(pickle.dumps(serialize_executable.serialize(program)), 1)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=path.parent, suffix=".part", delete=False) as file:
+            temporary = Path(file.name)
+            file.write(data)
+        os.replace(temporary, path)
+    except Exception:  # a read-only or full disk, a program jax cannot serialize
+        if temporary is not None:
+            temporary.unlink(missing_ok=True)

@@ -32,6 +32,7 @@ from jaxgbt.core.round import (
     round_losses,
 )
 from jaxgbt.core.tracing import is_traced
+from jaxgbt.engine.cache import compiled_and_stored, stored_chunk
 from jaxgbt.engine.chunk import train_chunk
 from jaxgbt.engine.padding import pad_rows, padded_data, padded_row_count
 from jaxgbt.engine.resources import release_free_heap
@@ -295,7 +296,9 @@ def compile_ahead(config: BoostConfig, params: BoostParams, data: TrainData,
 
 def chunk_program(config: BoostConfig, params: BoostParams, data: TrainData, raw) -> Callable:
     """The compiled chunk, ``program(params, data, raw, first_round, n_trees)``, for
-    arguments of these types on the default device, compiled now if not held yet.
+    arguments of these types on the default device: held in this process, else read
+    from the executable an earlier process stored (``cache.stored_chunk``), else
+    compiled now (and stored).
 
     ``data`` and ``raw`` may hold ``jax.ShapeDtypeStruct`` in place of arrays (``fit``
     compiles before the bins exist). Not for traced arguments or a mesh: those go
@@ -314,12 +317,15 @@ def chunk_program(config: BoostConfig, params: BoostParams, data: TrainData, raw
                           "programs: jaxgbt.clear_caches() dropped them all, and later fits "
                           "compile again what they need.", RuntimeWarning, stacklevel=2)
             clear_caches()
-        # The heap's free pages handed back before and after: the compiler's working
-        # memory (about 100 MB at depth 6) then does not stay resident under the
-        # training data. Only here: on a held program the calls cost a small fit 5%.
-        release_free_heap()
-        program = compiled_chunk(n_bins=config.n_bins).lower(config, None, *args).compile()
-        release_free_heap()
+        program = stored_chunk(key)  # by an earlier process: no tracing, no compiling
+        if program is None:
+            # The heap's free pages handed back before and after: the compiler's working
+            # memory (about 100 MB at depth 6) then does not stay resident under the
+            # training data. Only here: on a held program the calls cost a small fit 5%.
+            release_free_heap()
+            program = compiled_and_stored(key, lambda: compiled_chunk(
+                n_bins=config.n_bins).lower(config, None, *args).compile())
+            release_free_heap()
     with _CHUNK_PROGRAMS_LOCK:
         _CHUNK_PROGRAMS[key] = program
         while len(_CHUNK_PROGRAMS) > MAX_CHUNK_PROGRAMS:
