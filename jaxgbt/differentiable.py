@@ -12,17 +12,19 @@ arrays end to end with optax on a loss of the whole batch (non-decomposable loss
 
 import dataclasses
 from collections.abc import Callable, Sequence
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optax
 from jax import lax
 
 from jaxgbt.core.layout import Layout
 from jaxgbt.data.validation import check_predict_X, is_traced
 from jaxgbt.model import Booster
+
+if TYPE_CHECKING:  # optax is imported by ``finetune_trace`` itself: ``import jaxgbt`` skips it
+    import optax
 
 # The float arrays a user may train; the integer structure (feature, default_left) stays.
 PARAMS = ("leaf_value", "threshold", "base_score")
@@ -310,7 +312,7 @@ class FinetuneTrace(NamedTuple):
 
 
 def finetune(model: Booster, loss_fn: Callable[[Any, jax.Array], jax.Array], X, y, *,
-             optimizer: optax.GradientTransformation | None = None, steps: int = 200,
+             optimizer: "optax.GradientTransformation | None" = None, steps: int = 200,
              what: Sequence[str] = ("leaves",), temperature: Any = None,
              eval_set: tuple[Any, Any] | None = None, patience: int | None = None,
              l2: float = 0.0, batch_size: int | None = None, seed: int = 0) -> Booster:
@@ -325,7 +327,7 @@ def finetune(model: Booster, loss_fn: Callable[[Any, jax.Array], jax.Array], X, 
 
 
 def finetune_trace(model: Booster, loss_fn: Callable[[Any, jax.Array], jax.Array], X, y, *,
-                   optimizer: optax.GradientTransformation | None = None, steps: int = 200,
+                   optimizer: "optax.GradientTransformation | None" = None, steps: int = 200,
                    what: Sequence[str] = ("leaves",), temperature: Any = None,
                    eval_set: tuple[Any, Any] | None = None, patience: int | None = None,
                    l2: float = 0.0, batch_size: int | None = None,
@@ -381,6 +383,8 @@ def finetune_trace(model: Booster, loss_fn: Callable[[Any, jax.Array], jax.Array
     X_val, y_val = (None, None) if eval_set is None else eval_set
     if X_val is not None:
         X_val = _soft_X(model, X_val)
+    import optax
+
     optimizer = optax.adam(1e-2) if optimizer is None else optimizer
     start = {name: getattr(model, name) for name in trained}
 

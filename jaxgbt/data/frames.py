@@ -23,14 +23,20 @@ import collections
 import dataclasses
 
 import jax
-import narwhals.stable.v2 as nw
 import numpy as np
-from narwhals.exceptions import DuplicateError
 
 from jaxgbt.core.dtypes import FLOAT_DTYPE
 from jaxgbt.core.tracing import is_traced
 
 NUMBERS, CATEGORY, LABELS = "numbers", "category", "labels"
+
+def _nw():
+    """narwhals, imported on the first DataFrame read: it is a tenth of a second of
+    ``import jaxgbt`` that NumPy input never needs."""
+    import narwhals.stable.v2 as nw
+
+    return nw
+
 
 # Plain values: never frames, so they skip narwhals' checks.
 _NOT_FRAMES = (np.ndarray, jax.Array, list, tuple, int, float, bool, np.generic)
@@ -105,6 +111,9 @@ def _narwhals(value, name: str = "X", series: bool = False):
     is not one narwhals reads (an array, a list, a tracer)."""
     if isinstance(value, _NOT_FRAMES) or is_traced(value):
         return None
+    nw = _nw()
+    from narwhals.exceptions import DuplicateError
+
     try:
         found = nw.from_native(value, eager_only=True, allow_series=series or None,
                                pass_through=True)
@@ -209,6 +218,7 @@ def _from_labels(labels: list, kinds: tuple, n_rows: int, names, values=None) ->
 
 
 def _kind(dtype) -> str:
+    nw = _nw()
     if dtype.is_numeric() or dtype == nw.Boolean:
         return NUMBERS
     if isinstance(dtype, (nw.Categorical, nw.Enum)):
@@ -223,6 +233,7 @@ def _series_numbers(series) -> np.ndarray:
     # Float64 every one of them gives NaN.
     if series.dtype.is_float():
         return series.to_numpy()
+    nw = _nw()
     if series.null_count() or isinstance(series.dtype, nw.Decimal):
         series = series.cast(nw.Float64)
     return series.to_numpy()
@@ -270,7 +281,7 @@ def as_array(value) -> np.ndarray:
     found = _narwhals(value, "value", series=True)
     if found is None:
         return np.asarray(value)
-    if isinstance(found, nw.Series):
+    if isinstance(found, _nw().Series):
         return (_series_numbers(found) if _kind(found.dtype) == NUMBERS
                 else _series_labels(found))
     return _table_array(_read_frame(found))
