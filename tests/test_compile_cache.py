@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from conftest import python_path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -46,10 +47,13 @@ def test_opting_out_and_a_users_directory_are_respected(tmp_path):
 CHUNK_FIT = """
 import hashlib, sys, numpy as np, jaxgbt
 from jaxgbt.engine import compile as compile_module
-if sys.argv[2] == "boom":
+if "boom" in sys.argv[2]:
     def compiled_chunk(*args, **kwargs):
         raise AssertionError("the training chunk was traced")
     compile_module.compiled_chunk = compiled_chunk
+if "patched" in sys.argv[2]:  # a constant the program depends on, set at run time
+    import jaxgbt.core.tree
+    jaxgbt.core.tree.SMALL_SEARCH_CELLS = 1
 X = np.arange(96, dtype=np.float32).reshape(48, 2) % 7
 loss = {"logistic": "logistic", "quantile": "quantile@0.8",
         "mine": lambda y, f: (y - f) ** 2}[sys.argv[1]]
@@ -59,9 +63,9 @@ print(hashlib.sha256(np.asarray(model.predict_raw(X)).tobytes()).hexdigest())
 """
 
 
-def _chunk_fit(tmp_path, loss: str, boom: bool = False) -> str:
-    return _run(CHUNK_FIT.replace("sys.argv[1]", repr(loss))
-                .replace("sys.argv[2]", repr("boom" if boom else "")),
+def _chunk_fit(tmp_path, loss: str, boom: bool = False, patched: bool = False) -> str:
+    options = ("boom " if boom else "") + ("patched" if patched else "")
+    return _run(CHUNK_FIT.replace("sys.argv[1]", repr(loss)).replace("sys.argv[2]", repr(options)),
                 JAXGBT_CACHE_DIR=str(tmp_path))
 
 
@@ -71,6 +75,9 @@ def test_a_later_process_runs_the_stored_chunk_without_tracing_it(tmp_path):
     stored = list(chunks.iterdir())
     assert len(stored) == 1
     assert _chunk_fit(tmp_path, "logistic", boom=True) == first
+    # A module constant set at run time keys another program: the stored one is not run.
+    with pytest.raises(subprocess.CalledProcessError):
+        _chunk_fit(tmp_path, "logistic", boom=True, patched=True)
     # A parametrised built-in is keyed by its parameter too: a new file, not a wrong one.
     _chunk_fit(tmp_path, "quantile")
     assert len(list(chunks.iterdir())) == 2

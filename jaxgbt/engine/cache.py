@@ -9,12 +9,13 @@ a directory when the user has not configured one.
 JAX's cache is keyed by the lowered program, so a process still traces the training
 chunk and lowers it to MLIR before it can look it up: about half of a later process's
 first-fit overhead at 2,000 x 28. So the chunk's executable is also kept under
-``chunks/`` in jaxgbt's directory (``stored_chunk``, ``compiled_and_stored``), keyed by what
-decides the program without tracing it: the static configuration, the arguments' types,
-the source of jaxgbt, the versions of jax and jaxlib, every JAX setting, ``XLA_FLAGS``,
-the backend and the processor. A configuration holding a function that is not one of
-jaxgbt's own (a loss or a learning-rate schedule of the user's, whose code the key
-cannot see) is not kept there: it goes through JAX's cache alone.
+``chunks/`` in jaxgbt's directory (``stored_chunk``, ``compiled_and_stored``), keyed by
+what decides the program without tracing it: the static configuration, the arguments'
+types, the source of jaxgbt and its module constants as they are, the versions of jax
+and jaxlib, every JAX setting, ``XLA_FLAGS``, the backend and the processor. A
+configuration holding a function that is not one of jaxgbt's own (a loss or a
+learning-rate schedule of the user's, whose code the key cannot see) is not kept there:
+it goes through JAX's cache alone.
 
 Opting out: set the environment variable ``JAXGBT_COMPILATION_CACHE=0`` before importing
 jaxgbt. A directory set by the user (``JAX_COMPILATION_CACHE_DIR`` or
@@ -31,6 +32,7 @@ import hashlib
 import os
 import pickle
 import platform
+import sys
 import tempfile
 import types
 import zlib
@@ -163,6 +165,23 @@ def _environment() -> str:
                      os.environ.get("XLA_FLAGS", ""), processor))
 
 
+def _module_constants() -> str:
+    """jaxgbt's module-level constants as they are now: the source holds their first
+    values, but a test or a user may set one (``core.tree.SMALL_SEARCH_CELLS``), and the
+    chunk compiled then differs."""
+    parts = []
+    for name, module in sorted(sys.modules.items()):
+        if name.split(".")[0] != "jaxgbt" or module is None:
+            continue
+        for attribute, value in sorted(vars(module).items()):
+            if attribute.lstrip("_").isupper() and isinstance(value, (int, float, str, tuple)):
+                try:
+                    parts.append(f"{name}.{attribute}={_canonical(value)}")
+                except _Unkeyable:
+                    continue
+    return "|".join(parts)
+
+
 def _chunk_path(key: tuple) -> Path | None:
     """The file of a stored chunk for ``key`` (``compile.chunk_program``'s key), or None
     when chunks are not kept or the key holds something it cannot vouch for."""
@@ -175,7 +194,8 @@ def _chunk_path(key: tuple) -> Path | None:
     if " at 0x" in text:  # an object's address: no later process would find it
         return None
     settings = repr(sorted(jax.config.values.items()))
-    digest = hashlib.sha256("|".join((text, settings, _environment())).encode()).hexdigest()
+    digest = hashlib.sha256("|".join((text, settings, _module_constants(),
+                                      _environment())).encode()).hexdigest()
     return _directory / "chunks" / f"{digest}.bin"
 
 
