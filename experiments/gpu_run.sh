@@ -9,6 +9,7 @@
 #     STEPS="revisions" REVISIONS='["33e252e","HEAD"]' bash experiments/gpu_run.sh
 #     STEPS="cpu" bash experiments/gpu_run.sh   # the host's processor, two cores
 #     STEPS="scatter" bash experiments/gpu_run.sh   # its histogram scatter, disassembled
+#     STEPS="compile" bash experiments/gpu_run.sh   # first fits in fresh processes, cached
 #
 # STEPS picks the steps (default: "train histogram revisions tests"; revisions runs only
 # with REVISIONS set; cpu only when named: the host's own processor on CPU_CORES, by
@@ -106,6 +107,15 @@ PY
     objdump -d --no-show-raw-insn "$first" > "$out/cpu_scatter.s"
   fi
   ls "$dump" | head -40
+fi
+
+# The first fit in fresh processes on the device (STEPS="compile"): with no cache, and with
+# the cache `import jaxgbt` sets up, whose stored training chunk a later process loads
+# without tracing (docs/benchmarks.md, "The training chunk's executable kept on disk").
+if want compile; then
+  timeout "${COMPILE_S:-240}" $python experiments/bench_compile.py \
+    --set 'grow_policies=["oblivious"]' --set 'calls=[]' --set repeats=2 \
+    --set "output_dir=\"$out/compile\"" 2>&1 | tee "$out/bench_compile.txt"
 fi
 
 # -p no:benchmark: pytest-benchmark, where installed, warns under xdist, and the suite
