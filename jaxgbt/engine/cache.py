@@ -29,6 +29,7 @@ deleted at any time.
 import dataclasses
 import functools
 import hashlib
+import io
 import os
 import pickle
 import platform
@@ -199,6 +200,26 @@ def _chunk_path(key: tuple) -> Path | None:
     return _directory / "chunks" / f"{digest}.bin"
 
 
+class _TreeUnpickler(pickle.Unpickler):
+    """Reads the pytree structures stored with a chunk, and nothing else: a pytree
+    structure, jax's registries of node types and jaxgbt's NamedTuples. The executable
+    beside them is read by jax's own reader, as JAX's cache reads its programs."""
+
+    def find_class(self, module: str, name: str):
+        if module.split(".")[0] in ("jax", "jaxlib", "jaxgbt"):
+            from jax._src import tree_util
+
+            found = super().find_class(module, name)
+            registries = (getattr(tree_util, "default_registry", None),
+                          getattr(tree_util, "tracing_registry", None))
+            named_tuple = (module.startswith("jaxgbt.") and isinstance(found, type)
+                           and issubclass(found, tuple) and hasattr(found, "_fields"))
+            if (found is jax.tree_util.PyTreeDef or named_tuple
+                    or any(found is registry for registry in registries if registry is not None)):
+                return found
+        raise pickle.UnpicklingError(f"a stored chunk may not name {module}.{name}")
+
+
 def stored_chunk(key: tuple):
     """The chunk executable stored for ``key`` by an earlier process, loaded onto the
     default device, or None (not stored, not kept, or unreadable: it is then compiled)."""
@@ -208,7 +229,8 @@ def stored_chunk(key: tuple):
     try:
         from jax.experimental import serialize_executable
 
-        serialized, in_tree, out_tree = pickle.loads(zlib.decompress(path.read_bytes()))
+        stored = io.BytesIO(zlib.decompress(path.read_bytes()))
+        serialized, in_tree, out_tree = _TreeUnpickler(stored).load()
         return serialize_executable.deserialize_and_load(serialized, in_tree, out_tree)
     except Exception:  # a file cut short or from another build: compile instead
         path.unlink(missing_ok=True)
