@@ -88,8 +88,9 @@ def test_a_later_process_runs_the_stored_chunk_without_tracing_it(tmp_path):
     assert len(stored) == 1
     assert _chunk_fit(tmp_path, "logistic", boom=True) == first
     # A module constant set at run time keys another program: the stored one is not run.
-    with pytest.raises(subprocess.CalledProcessError):
+    with pytest.raises(subprocess.CalledProcessError) as failed:
         _chunk_fit(tmp_path, "logistic", boom=True, patched=True)
+    assert "the training chunk was traced" in failed.value.stderr
     # A parametrised built-in is keyed by its parameter too: a new file, not a wrong one.
     _chunk_fit(tmp_path, "quantile")
     assert len(list(chunks.iterdir())) == 2
