@@ -2,8 +2,8 @@
 and never over a directory the user chose. Each case runs in a fresh process, since JAX
 reads the cache settings once, at its first compilation."""
 
+import json
 import os
-import pickle
 import subprocess
 import sys
 import zlib
@@ -65,16 +65,6 @@ print(hashlib.sha256(np.asarray(model.predict_raw(X)).tobytes()).hexdigest())
 """
 
 
-class _OpensAFile:
-    """Unpickled, it would create ``path``."""
-
-    def __init__(self, path: str):
-        self.path = path
-
-    def __reduce__(self):
-        return open, (self.path, "w")
-
-
 def _chunk_fit(tmp_path, loss: str, boom: bool = False, patched: bool = False) -> str:
     options = ("boom " if boom else "") + ("patched" if patched else "")
     return _run(CHUNK_FIT.replace("sys.argv[1]", repr(loss)).replace("sys.argv[2]", repr(options)),
@@ -94,13 +84,13 @@ def test_a_later_process_runs_the_stored_chunk_without_tracing_it(tmp_path):
     # A parametrised built-in is keyed by its parameter too: a new file, not a wrong one.
     _chunk_fit(tmp_path, "quantile")
     assert len(list(chunks.iterdir())) == 2
-    # A file that names anything but pytree structures is refused before anything in it
-    # runs, and dropped; the chunk then comes from JAX's cache, and is not stored from
-    # there (serialized again, such an executable lacked its kernels).
-    marker = tmp_path / "written-by-the-file"
-    stored[0].write_bytes(zlib.compress(pickle.dumps(_OpensAFile(str(marker)))))
+    # A file whose structures name anything but jaxgbt's NamedTuples is refused and
+    # dropped; the chunk then comes from JAX's cache, and is not stored from there
+    # (serialized again, such an executable lacked its kernels).
+    header = json.dumps(['{"namedtuple": "os:system", "fields": [0]}', "0"]).encode()
+    stored[0].write_bytes(zlib.compress(len(header).to_bytes(8, "little") + header + b"x"))
     assert _chunk_fit(tmp_path, "logistic") == first
-    assert not marker.exists() and not stored[0].exists()
+    assert not stored[0].exists()
     # With JAX's cache emptied too, it is compiled, stored, and run from the file again.
     for program in tmp_path.glob("*-cache"):
         program.unlink()

@@ -29,9 +29,9 @@ deleted at any time.
 import dataclasses
 import functools
 import hashlib
-import io
+import importlib
+import json
 import os
-import pickle
 import platform
 import sys
 import tempfile
@@ -200,24 +200,50 @@ def _chunk_path(key: tuple) -> Path | None:
     return _directory / "chunks" / f"{digest}.bin"
 
 
-class _TreeUnpickler(pickle.Unpickler):
-    """Reads the pytree structures stored with a chunk, and nothing else: a pytree
-    structure, jax's registries of node types and jaxgbt's NamedTuples. The executable
-    beside them is read by jax's own reader, as JAX's cache reads its programs."""
+def _structure_json(treedef) -> str:
+    """A pytree structure as JSON: tuples, lists, dicts, None, leaves (0) and jaxgbt's
+    NamedTuples by name, the only nodes the chunk's arguments and results hold; raises
+    ``_Unkeyable`` for any other node."""
 
-    def find_class(self, module: str, name: str):
-        if module.split(".")[0] in ("jax", "jaxlib", "jaxgbt"):
-            from jax._src import tree_util
+    def encode(node):
+        if node is None or node == 0 and type(node) is int:
+            return node
+        if isinstance(node, tuple) and hasattr(node, "_fields"):
+            kind = type(node)
+            if not kind.__module__.startswith("jaxgbt."):
+                raise _Unkeyable(kind.__name__)
+            return {"namedtuple": f"{kind.__module__}:{kind.__qualname__}",
+                    "fields": [encode(child) for child in node]}
+        if type(node) in (tuple, list):
+            return {type(node).__name__: [encode(child) for child in node]}
+        if type(node) is dict:
+            return {"dict": [[key, encode(child)] for key, child in node.items()]}
+        raise _Unkeyable(type(node).__name__)
 
-            found = super().find_class(module, name)
-            registries = (getattr(tree_util, "default_registry", None),
-                          getattr(tree_util, "tracing_registry", None))
-            named_tuple = (module.startswith("jaxgbt.") and isinstance(found, type)
-                           and issubclass(found, tuple) and hasattr(found, "_fields"))
-            if (found is jax.tree_util.PyTreeDef or named_tuple
-                    or any(found is registry for registry in registries if registry is not None)):
-                return found
-        raise pickle.UnpicklingError(f"a stored chunk may not name {module}.{name}")
+    return json.dumps(encode(jax.tree.unflatten(treedef, [0] * treedef.num_leaves)))
+
+
+def _structure(text: str):
+    """The pytree structure ``_structure_json`` wrote; a NamedTuple must be jaxgbt's."""
+
+    def decode(node):
+        if node is None or node == 0:
+            return node
+        if "namedtuple" in node:
+            module, name = node["namedtuple"].split(":")
+            kind = getattr(importlib.import_module(module), name, None) \
+                if module.startswith("jaxgbt.") else None
+            if not (isinstance(kind, type) and issubclass(kind, tuple)
+                    and hasattr(kind, "_fields")):
+                raise ValueError(f"a stored chunk names {node['namedtuple']!r}")
+            return kind(*(decode(child) for child in node["fields"]))
+        if "tuple" in node:
+            return tuple(decode(child) for child in node["tuple"])
+        if "list" in node:
+            return [decode(child) for child in node["list"]]
+        return {key: decode(child) for key, child in node["dict"]}
+
+    return jax.tree.structure(decode(json.loads(text)))
 
 
 def stored_chunk(key: tuple):
@@ -229,8 +255,10 @@ def stored_chunk(key: tuple):
     try:
         from jax.experimental import serialize_executable
 
-        stored = io.BytesIO(zlib.decompress(path.read_bytes()))
-        serialized, in_tree, out_tree = _TreeUnpickler(stored).load()
+        data = zlib.decompress(path.read_bytes())
+        length = int.from_bytes(data[:8], "little")
+        in_tree, out_tree = (_structure(text) for text in json.loads(data[8:8 + length]))
+        serialized = data[8 + length:]
         return serialize_executable.deserialize_and_load(serialized, in_tree, out_tree)
     except Exception:  # a file cut short or from another build: compile instead
         path.unlink(missing_ok=True)
@@ -264,7 +292,11 @@ def _store_chunk(key: tuple, program) -> None:
     try:
         from jax.experimental import serialize_executable
 
-        data = zlib.compress(pickle.dumps(serialize_executable.serialize(program)), 1)
+        serialized, in_tree, out_tree = serialize_executable.serialize(program)
+        # The two structures as JSON ahead of the executable's bytes, read back by
+        # ``_structure``, which builds nothing but containers and jaxgbt's NamedTuples.
+        header = json.dumps([_structure_json(in_tree), _structure_json(out_tree)]).encode()
+        data = zlib.compress(len(header).to_bytes(8, "little") + header + serialized, 1)
         path.parent.mkdir(parents=True, exist_ok=True)
         with tempfile.NamedTemporaryFile(dir=path.parent, suffix=".part", delete=False) as file:
             temporary = Path(file.name)
