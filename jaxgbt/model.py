@@ -161,8 +161,7 @@ class Booster:
             return self.encoder.to_codes(X)
         if frames.is_frame(X):  # pandas, polars, pyarrow: their numbers as one matrix
             X = frames.read(X).numbers()
-        check_predict_X(X, self.n_features)
-        return X
+        return check_predict_X(X, self.n_features)  # a list of rows as an array too
 
     def _check_X(self, X) -> jax.Array:
         """X as the trees read it: f32[N, n_split_features] on the device. A device or

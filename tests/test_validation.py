@@ -26,7 +26,8 @@ CASES = [
     ("X one row", dict(X=X_OK[:1], y=Y_OK[:1]), ValueError, "X has 1 row"),
     ("X 3-D", dict(X=X_OK[:, :, None]), ValueError, "X must be 2-D"),
     ("X strings", dict(X=np.full((256, 4), "a")), TypeError, "X must hold numbers"),
-    ("X objects", dict(X=np.empty((256, 4), dtype=object)), TypeError, "X must hold numbers"),
+    ("X objects", dict(X=_with(X_OK.astype(object), (2, 1), "a")), TypeError,
+     "X must hold numbers; it has dtype object and holds str values such as 'a'"),
     ("X complex", dict(X=X_OK.astype(np.complex64)), TypeError, "real numbers"),
     ("X inf", dict(X=_with(X_OK, (3, 1), np.inf)), ValueError, "infinite values.*row 3"),
     ("y length", dict(y=Y_OK[:-1]), ValueError, "y has 255 rows but X has 256"),
@@ -182,6 +183,22 @@ def test_masked_cells_are_missing_values(small_model):
     refit = jaxgbt.fit("squared_error", masked, Y_OK, **SMALL)
     from conftest import assert_same_model
     assert_same_model(refit, jaxgbt.fit("squared_error", as_nan, Y_OK, **SMALL))
+
+
+def test_rows_as_lists_and_objects_are_read_as_numbers(small_model):
+    # A list of rows, and an object array of numbers with None for missing (as
+    # scikit-learn and a DataFrame's object column are read), give the float array's
+    # model and predictions; predict returned the list unread and failed on it.
+    as_nan = _with(X_OK, (3, 1), np.nan)
+    objects = _with(X_OK.astype(object), (3, 1), None)
+    expected = small_model.predict(as_nan)
+    np.testing.assert_array_equal(small_model.predict(as_nan.tolist()), expected)
+    np.testing.assert_array_equal(small_model.predict(objects), expected)
+    from conftest import assert_same_model
+    assert_same_model(jaxgbt.fit("squared_error", objects, Y_OK, **SMALL),
+                      jaxgbt.fit("squared_error", as_nan, Y_OK, **SMALL))
+    with pytest.raises(TypeError, match="holds list values such as"):
+        small_model.predict(_with(objects, (0, 0), [1.0]))
 
 
 def test_soft_predict_checks_its_temperature(small_model):

@@ -36,13 +36,27 @@ def _as_numeric_array(value, name: str) -> np.ndarray:
         array = frames.as_array(value)
     except Exception as error:  # noqa: BLE001 - re-raised with the argument's name
         raise TypeError(f"{name} could not be read as an array: {error}") from error
-    if array.dtype == object or not (np.issubdtype(array.dtype, np.number)
-                                     or array.dtype == bool):
+    if array.dtype == object:
+        return _object_numbers(array, name)
+    if not (np.issubdtype(array.dtype, np.number) or array.dtype == bool):
         raise TypeError(f"{name} must hold numbers; got dtype {array.dtype}. Encode strings "
                         "and categories as numbers first.")
     if np.issubdtype(array.dtype, np.complexfloating):
         raise TypeError(f"{name} must hold real numbers; got dtype {array.dtype}.")
     return array
+
+
+def _object_numbers(array: np.ndarray, name: str) -> np.ndarray:
+    """An object array of real numbers and None as f64, None as NaN (missing), as
+    scikit-learn and a DataFrame's object column are read; refused when any element is
+    something else (a string, a list), naming the first."""
+    other = next((value for value in array.flat
+                  if value is not None and not isinstance(value, numbers.Real)), None)
+    if other is not None:
+        raise TypeError(f"{name} must hold numbers; it has dtype object and holds "
+                        f"{type(other).__name__} values such as {other!r}. Encode strings and "
+                        "categories as numbers first (None counts as missing).")
+    return array.astype(np.float64)
 
 
 # Rows checked at a time for infinite values, so the check's temporaries stay small.
@@ -306,8 +320,10 @@ def check_params(n_trees, depth, n_bins) -> None:
     check_int(n_bins, "n_bins", MIN_BINS, MAX_BINS)
 
 
-def check_predict_X(X, n_features: int) -> None:
-    """Shape and dtype of X at predict time (values may be NaN)."""
+def check_predict_X(X, n_features: int):
+    """Shape and dtype of X at predict time (values may be NaN). Returns X, a host
+    array-like (a list of rows, an object array of numbers) read as a NumPy array of
+    numbers; a jax array or scipy.sparse matrix as it is."""
     if isinstance(X, jax.Array):
         if not (jax.numpy.issubdtype(X.dtype, jax.numpy.floating)
                 or jax.numpy.issubdtype(X.dtype, jax.numpy.integer) or X.dtype == bool):
@@ -316,12 +332,14 @@ def check_predict_X(X, n_features: int) -> None:
     elif sparse.is_sparse(X):
         shape = X.shape
     else:
-        shape = _as_numeric_array(X, "X").shape
+        X = _as_numeric_array(X, "X")
+        shape = X.shape
     if len(shape) != 2:
         raise ValueError(f"X must be 2-D (n_samples, n_features); got shape {shape}.")
     if shape[1] != n_features:
         raise ValueError(f"X has {shape[1]} features but the model was trained on {n_features}; "
                          "pass the same columns, in the same order, as in training.")
+    return X
 
 
 def check_feature_names(feature_names, columns: tuple | None,
