@@ -336,6 +336,43 @@ def test_sparse_features_summed_from_entry_lists_give_the_same_model(monkeypatch
     assert np.isin(np.asarray(dense.feature), np.arange(18)).any()  # sparse features split
 
 
+@pytest.mark.parametrize("fit_options", [
+    dict(grow_policy="oblivious"), dict(grow_policy="lossguide"),
+    dict(grow_policy="oblivious", subsample=0.5, objective="softmax")])
+def test_a_sparse_group_of_0_1_columns_at_three_bins_gives_the_four_bin_model(monkeypatch,
+                                                                             fit_options):
+    # 0/1 columns (one with a missing value) summed from their entries take 3 bins, two
+    # values and the missing bin, where a power of two gave 4: the 4th held no row, so
+    # the models are the same bit for bit, score noise included.
+    import jaxgbt
+    import jaxgbt.data.binning as binning
+
+    rng = np.random.default_rng(5)
+    X = np.column_stack([rng.random((400, 20)) < 0.1, rng.normal(size=(400, 2))]
+                        ).astype(np.float32)
+    X[rng.random(400) < 0.03, 4] = np.nan
+    score = X[:, 0] + X[:, 1] - X[:, 3] * (X[:, 20] > 0) + 0.5 * X[:, 21] + (X[:, 4] == 1)
+    options = dict(fit_options)
+    objective = options.pop("objective", "logistic")
+    y = (score > np.median(score) if objective == "logistic"
+         else np.digitize(score, np.quantile(score, [1 / 3, 2 / 3]))).astype(np.float32)
+    thresholds = binning.trimmed(binning.compute_thresholds(X, 256), 256)
+    group = binning.sparse_group(X, thresholds)
+    assert group.features == tuple(range(20)) and group.n_bins == 3
+
+    def fitted():
+        return jaxgbt.fit(objective, X, y, n_trees=8, depth=4, **options)
+
+    three = fitted()
+    monkeypatch.setattr(binning, "SPARSE_0_1_BINS", 4)
+    assert binning.sparse_group(X, thresholds).n_bins == 4
+    four = fitted()
+    for name in ("feature", "threshold", "default_left", "leaf_value", "split_gain"):
+        assert_array_equal(np.asarray(getattr(three, name)), np.asarray(getattr(four, name)),
+                           err_msg=name)
+    assert np.isin(np.asarray(three.feature), np.arange(20)).any()  # 0/1 columns split
+
+
 def _one_hot_data(n_rows: int, seed: int):
     """Two categorical columns one-hot (20 and 12 levels), one level holding counts and
     another a missing value (both still one column of a row at most), beside two

@@ -24,6 +24,12 @@ MAX_BINNING_ROWS = 200_000
 # The fewest bins ``bins_needed`` gives: a 0/1 column's two value bins and the missing
 # bin, as a power of two.
 MIN_TRIMMED_BINS = 4
+# The bins of a sparse group of 0/1 columns (``sparse_group``): their two value bins and
+# the missing bin, not rounded up to a power of two. The group's histograms are zeroed,
+# summed over their bins and searched whole at every level, so a quarter fewer cells
+# made 2,000 x 500 0/1 columns of three classes a fifth faster (docs/benchmarks.md,
+# "Sparse features"); the bin a power of two adds holds no row and changes no split.
+SPARSE_0_1_BINS = 3
 # Data of fewer than this many rows x features, and at most this many features, is small:
 # a fit's time is mostly compilation. There B is at least ``SMALL_DATA_MIN_BINS``
 # (``bins_needed``) and few-valued features get no histograms of their own
@@ -520,8 +526,8 @@ def sparse_group(X, thresholds: np.ndarray, dense: tuple[int, ...] = (),
 def _group_features(thresholds: np.ndarray, candidates: np.ndarray
                     ) -> tuple[np.ndarray, int]:
     """(the features of bool[F] ``candidates`` a group holds, its bins B_s): as many
-    bins as the widest needs, the widest left out while the group's features x bins
-    exceed ``SPARSE_MAX_CELLS``."""
+    bins as the widest needs, a power of two but ``SPARSE_0_1_BINS`` for 0/1 columns,
+    the widest left out while the group's features x bins exceed ``SPARSE_MAX_CELLS``."""
     features = np.flatnonzero(candidates)
     needed = np.isfinite(thresholds[features]).sum(axis=1) + 2
     n_bins = min(thresholds.shape[1] + 1,
@@ -529,6 +535,8 @@ def _group_features(thresholds: np.ndarray, candidates: np.ndarray
     while features.size * n_bins > SPARSE_MAX_CELLS and n_bins > MIN_TRIMMED_BINS:
         n_bins //= 2  # the group's histogram is one block: the widest features leave it
         features, needed = features[needed <= n_bins], needed[needed <= n_bins]
+    if n_bins == MIN_TRIMMED_BINS and needed.max(initial=2) <= SPARSE_0_1_BINS:
+        n_bins = SPARSE_0_1_BINS
     return features, n_bins
 
 
