@@ -62,8 +62,8 @@ class FeatureGroup(NamedTuple):
       n_candidates: the bins a split may end at, the first of the B_g - 1 value bins
         (static; ``data.binning.search_candidates``), or None for all of them. Past
         them a candidate divides a feature's rows as one before it does, or not at
-        all; few-valued features in a power-of-two histogram (0/1 columns without
-        missing values: 4 bins, one candidate) are scored that much less.
+        all; few-valued features in a power-of-two histogram (dense 0/1 columns
+        without missing values: 4 bins, one candidate) are scored that much less.
       bundle_slots: for sparse features summed in bundles, where each one's bins lie
         in its bundle's histogram (``SparseGroup.bundle_slots``, static); else None.
     """
