@@ -197,6 +197,9 @@ def test_rows_as_lists_and_objects_are_read_as_numbers(small_model):
     from conftest import assert_same_model
     assert_same_model(jaxgbt.fit("squared_error", objects, Y_OK, **SMALL),
                       jaxgbt.fit("squared_error", as_nan, Y_OK, **SMALL))
+    flags = _with(as_nan.astype(object), (0, 0), np.True_)  # NumPy's bool is no numbers.Real
+    np.testing.assert_array_equal(small_model.predict(flags),
+                                  small_model.predict(_with(as_nan, (0, 0), 1.0)))
     with pytest.raises(TypeError, match="holds list values such as"):
         small_model.predict(_with(objects, (0, 0), [1.0]))
 

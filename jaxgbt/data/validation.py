@@ -50,8 +50,8 @@ def _object_numbers(array: np.ndarray, name: str) -> np.ndarray:
     """An object array of real numbers and None as f64, None as NaN (missing), as
     scikit-learn and a DataFrame's object column are read; refused when any element is
     something else (a string, a list), naming the first."""
-    other = next((value for value in array.flat
-                  if value is not None and not isinstance(value, numbers.Real)), None)
+    other = next((value for value in array.flat if value is not None
+                  and not isinstance(value, (numbers.Real, np.bool_))), None)
     if other is not None:
         raise TypeError(f"{name} must hold numbers; it has dtype object and holds "
                         f"{type(other).__name__} values such as {other!r}. Encode strings and "
