@@ -158,7 +158,7 @@ def _soft_X(model: Booster, X) -> jax.Array:
                          "use model.encoder.encode(model.encoder.to_codes(X)) with a model "
                          "rebuilt without its encoder, or fit without categorical features.")
     if not is_traced(X):
-        check_predict_X(X, model.n_features)
+        X = check_predict_X(X, model.n_features)  # a list or object array read as numbers
     X = jnp.asarray(X)
     return X if X.dtype == jnp.float64 else X.astype(jnp.float32)
 

@@ -202,6 +202,8 @@ def test_rows_as_lists_and_objects_are_read_as_numbers(small_model):
                                   small_model.predict(_with(as_nan, (0, 0), 1.0)))
     with pytest.raises(TypeError, match="holds list values such as"):
         small_model.predict(_with(objects, (0, 0), [1.0]))
+    np.testing.assert_array_equal(jaxgbt.soft_predict_raw(small_model, objects, 0.5),
+                                  jaxgbt.soft_predict_raw(small_model, as_nan, 0.5))
 
 
 def test_soft_predict_checks_its_temperature(small_model):
