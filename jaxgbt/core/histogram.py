@@ -394,11 +394,17 @@ def build_sparse_histogram(entries: SparseEntries, node: jax.Array, gh: jax.Arra
                                totals, zero_bins)
     n_features = zero_bins.shape[0]
     n_segments = n_features * n_nodes * n_bins
+    # An entry's segment is its offset, which is the same at every level (XLA computes
+    # it once per fit), plus its row's node times B: a level reads two i32 an entry.
+    # Padding entries' offsets start past the histogram, and their nodes' terms keep
+    # them there, in spare segments sliced off below.
     spare = n_segments + jnp.arange(entries.rows.shape[0], dtype=jnp.int32) % _SPARE_SEGMENTS
-    segment = jnp.where(entries.features >= 0,
-                        (entries.features * n_nodes + node[entries.rows]) * n_bins
-                        + entries.bins.astype(jnp.int32), spare)
-    hist = jax.ops.segment_sum(entries.gh, segment, num_segments=n_segments + _SPARE_SEGMENTS)
+    offset = jnp.where(entries.features >= 0,
+                       entries.features * (n_nodes * n_bins) + entries.bins.astype(jnp.int32),
+                       spare)
+    segment = offset + node[entries.rows] * n_bins
+    hist = jax.ops.segment_sum(entries.gh, segment,
+                               num_segments=n_segments + _SPARE_SEGMENTS + n_nodes * n_bins)
     hist = hist[:n_segments].reshape(n_features, n_nodes, n_bins, gh.shape[1])
     return _with_zero_bins(hist, totals, zero_bins)
 
