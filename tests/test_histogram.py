@@ -190,16 +190,17 @@ def test_one_scatter_equals_a_scatter_per_feature_bit_for_bit(monkeypatch, n_row
 
 @pytest.mark.parametrize(("n_outputs", "slots", "n_bins"),
                          [(1, False, 8), (2, False, 8), (1, True, 8), (2, True, 8),
-                          (1, False, 7), (2, True, 32)])
+                          (1, False, 7), (2, True, 32), (3, True, 8)])
 def test_sparse_histogram_matches_reference(n_outputs, slots, n_bins):
     """Features stored as entries (bins other than each feature's bin of 0): the
     histogram equals the dense one, the bins of 0 taken as node totals less the other
     bins. With slots, the rows come through drawn slots (one row twice, one slot unused
     and pointing at a drawn row with g = h = 0, as ``sampling.drawn_rows`` leaves it).
     The other bins are summed by halving up to 16 bins (7: an odd count), by one
-    reduction above."""
+    reduction above. Three outputs' six columns are scattered as eight on CPU
+    (``padded_columns``) and come back as six."""
     from jaxgbt.core.config import SparseGroup
-    from jaxgbt.core.histogram import build_sparse_histogram, with_gradients
+    from jaxgbt.core.histogram import build_sparse_histogram, padded_columns, with_gradients
     from jaxgbt.data.binning import sparse_entries
 
     rng = np.random.default_rng(11)
@@ -229,6 +230,9 @@ def test_sparse_histogram_matches_reference(n_outputs, slots, n_bins):
     hist = jax.jit(lambda entries, node, gh: build_sparse_histogram(
         with_gradients(entries, gh), node, gh, N_NODES, n_bins, jnp.asarray(zero_bins)))(
         jax.tree.map(jnp.asarray, entries), jnp.asarray(node), jnp.asarray(gh, jnp.float32))
+    assert hist.shape == expected.shape
+    padded = with_gradients(jax.tree.map(jnp.asarray, entries), jnp.asarray(gh, jnp.float32))
+    assert padded.gh.shape == (entries.rows.shape[0], padded_columns(gh.shape[1]))
     assert_allclose(np.asarray(hist), expected, rtol=1e-5, atol=1e-5)
     assert_array_equal(np.asarray(hist)[:, 3], 0.0)
 

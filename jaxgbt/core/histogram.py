@@ -320,9 +320,10 @@ class SparseEntries(NamedTuple):
       slot_rows: i32[S] or None: when a tree is grown on S drawn row slots
         (``sampling.drawn_rows``), each slot's row.
       row_axis: [N, 0] with ``slot_rows``: no values, its shape gives the rows N.
-      gh: f32[E, C] or None: each entry's row's g and h in the tree being grown
-        (``with_gradients``), read once per tree rather than once per level; with
-        ``bundles``, f32[N, C], each row's.
+      gh: f32[E, C'] or None: each entry's row's g and h in the tree being grown
+        (``with_gradients``), read once per tree rather than once per level, C' =
+        ``padded_columns(C)`` with zeros after C; with ``bundles``, f32[N, C], each
+        row's.
       bundles: u8[G, N] or None: the group's features bundled (``SparseGroup.bundles``),
         each row's value in each bundle (``data.binning.exclusive_bundles``); the
         entries are then one padding entry.
@@ -342,7 +343,12 @@ def with_gradients(entries: SparseEntries, gh: jax.Array) -> SparseEntries:
     slots of ``entries.slot_rows``: a row drawn into several slots adds them up)."""
     if entries.slot_rows is not None:
         gh = jax.ops.segment_sum(gh, entries.slot_rows, num_segments=entries.row_axis.shape[0])
-    return entries._replace(gh=gh if entries.bundles is not None else gh[entries.rows])
+    if entries.bundles is not None:
+        return entries._replace(gh=gh)
+    # Each entry's row of g and h padded as build_histogram pads its rows (six columns
+    # to eight: a scatter adds rows of a multiple of four floats faster), once a tree.
+    padded = padded_columns(gh.shape[1])
+    return entries._replace(gh=jnp.pad(gh, ((0, 0), (0, padded - gh.shape[1])))[entries.rows])
 
 
 # Entries are ordered by (feature // ENTRY_FEATURE_BLOCK, row, feature): the additions
@@ -405,7 +411,7 @@ def build_sparse_histogram(entries: SparseEntries, node: jax.Array, gh: jax.Arra
     segment = offset + node[entries.rows] * n_bins
     hist = jax.ops.segment_sum(entries.gh, segment,
                                num_segments=n_segments + _SPARE_SEGMENTS + n_nodes * n_bins)
-    hist = hist[:n_segments].reshape(n_features, n_nodes, n_bins, gh.shape[1])
+    hist = hist[:n_segments, :gh.shape[1]].reshape(n_features, n_nodes, n_bins, gh.shape[1])
     return _with_zero_bins(hist, totals, zero_bins)
 
 
