@@ -139,3 +139,40 @@ def test_goss_group_losses_meshes_and_large_fits_keep_their_rows():
     assert padding.padded_row_count(plain, data, None, mesh="a mesh") == N_ROWS
     large = TrainData(bins=None, y=None, weight=np.ones(padding.MAX_PADDED_ROWS + 1))
     assert padding.padded_row_count(plain, large, None, None) == padding.MAX_PADDED_ROWS + 1
+
+
+def test_sparse_data_of_one_shape_shares_the_compiled_chunk():
+    # 0/1 columns summed from their entries: the entries, counted from the data, are
+    # padded to a bucket as the rows are, so two fits of one shape with 590 and 610
+    # values other than 0 run one program (each count compiled its own before) and
+    # each model is the one of its count unpadded.
+    from jaxgbt.data import binning
+
+    def data(n_ones, seed):
+        rng = np.random.default_rng(seed)
+        X = np.zeros(300 * 24, np.float32)
+        X[rng.choice(X.size, n_ones, replace=False)] = 1.0
+        X = X.reshape(300, 24)
+        return X, (X[:, :4].sum(axis=1) + rng.normal(size=300) > 0.5).astype(np.float32)
+
+    X, y = data(590, 0)
+    thresholds = binning.compute_thresholds(X, 256)
+    thresholds = binning.trimmed(thresholds, binning.bins_needed(thresholds, 256, 300))
+    group = binning.sparse_group(X, thresholds)
+    assert group is not None and group.n_entries == 640
+    assert binning.bucket_entries(610, 300) == 640
+    fit = dict(n_trees=3, depth=3)
+    first = jaxgbt.fit("logistic", X, y, **fit)
+    X2, y2 = data(610, 1)
+    compiled, stop = count_compilations()
+    try:
+        second = jaxgbt.fit("logistic", X2, y2, **fit)
+    finally:
+        stop()
+    assert not any("_compiled_chunk" in name for name in compiled), compiled
+    for model, (X_, y_) in ((first, (X, y)), (second, (X2, y2))):
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(binning, "bucket_entries", lambda n_entries, n_rows: n_entries)
+            exact = jaxgbt.fit("logistic", X_, y_, **fit)
+        assert_same_numbers(model.leaf_value, exact.leaf_value)
+        assert_same_numbers(model.feature, exact.feature)

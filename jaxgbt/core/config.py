@@ -37,7 +37,8 @@ class SparseGroup:
       zero_bins: each one's bin of 0 (the bin the value 0 falls in).
       n_bins: B_s, the bins their histograms hold (the missing bin last).
       n_entries: E, the entries (``histogram.SparseEntries``) the training rows may
-        have: their values other than 0 (NaN included), counted before binning.
+        have: their values other than 0 (NaN included), counted before binning and
+        rounded up to a bucket (``data.binning.bucket_entries``).
       n_candidates: the bins a split of theirs may end at, the first of the B_s - 1
         (``data.binning.search_candidates``), or None for all of them.
       bundles: mutually exclusive features summed as one column each

@@ -433,6 +433,16 @@ SPARSE_MIN_FEATURES = 16
 SPARSE_MAX_CELLS = 2**19
 # Rows read per step when counting non-zeros and listing entries (bounded temporaries).
 _SPARSE_ROWS_PER_STEP = 2**16
+# The entries are as many as the data's values other than 0, and each count compiles a
+# training program of its own: two fits of one shape (cross-validation's folds, a grid
+# search's refits) compiled twice. Up to ``ENTRY_BUCKET_MAX_ROWS`` rows (where the rows
+# are padded to buckets too, ``engine.padding``) the count is rounded up to an eighth
+# step between powers of two, padding entries that add into spare segments and leave the
+# models as they are; at most an eighth of the entries are padding, each costing what an
+# entry does, against a second or more of compilation for each new count.
+ENTRY_STEPS_PER_DOUBLING = 8
+ENTRY_BUCKET_MIN = 256
+ENTRY_BUCKET_MAX_ROWS = 2**16
 # Mutually exclusive features (at most one of them not 0 in any row, as one-hot
 # columns) are bundled into one column when that leaves at most this share of the
 # dense columns' updates (LightGBM's exclusive feature bundling): a row's bundle value
@@ -455,6 +465,19 @@ BUNDLE_MIN_ROWS = 2**13
 BUNDLE_MAX_MASK_CELLS = 2**26
 # Rows the bundles are first sought in, before all of them.
 BUNDLE_TRIAL_ROWS = 2**10
+
+
+def bucket_entries(n_entries: int, n_rows: int) -> int:
+    """The entries a sparse group holds for ``n_entries`` values other than 0 in
+    ``n_rows`` training rows: ``n_entries`` rounded up to its bucket (see
+    ``ENTRY_STEPS_PER_DOUBLING``), or as it is above ``ENTRY_BUCKET_MAX_ROWS`` rows."""
+    if n_rows > ENTRY_BUCKET_MAX_ROWS:
+        return n_entries
+    if n_entries <= ENTRY_BUCKET_MIN:
+        return ENTRY_BUCKET_MIN
+    power = 1 << (n_entries - 1).bit_length()
+    step = power // (2 * ENTRY_STEPS_PER_DOUBLING)
+    return -(-n_entries // step) * step
 
 
 def _not_zero_counts(X) -> np.ndarray:
@@ -516,7 +539,7 @@ def sparse_group(X, thresholds: np.ndarray, dense: tuple[int, ...] = (),
                      for f in features]
         return SparseGroup(features=tuple(int(f) for f in features),
                            zero_bins=tuple(zero_bins), n_bins=n_bins,
-                           n_entries=1 if bundles else max(1, n_entries),
+                           n_entries=1 if bundles else bucket_entries(n_entries, n_rows),
                            n_candidates=search_candidates(thresholds, features, n_bins,
                                                           missing_values),
                            bundles=bundles)
