@@ -401,7 +401,8 @@ def build_sparse_histogram(entries: SparseEntries, node: jax.Array, gh: jax.Arra
     n_features = zero_bins.shape[0]
     n_segments = n_features * n_nodes * n_bins
     # An entry's segment is its offset, which is the same at every level (XLA computes
-    # it once per fit), plus its row's node times B: a level reads two i32 an entry.
+    # it once a tree, outside the levels' loop), plus its row's node times B: a level
+    # reads two i32 an entry.
     # Padding entries' offsets start past the histogram, and their nodes' terms keep
     # them there, in spare segments sliced off below.
     spare = n_segments + jnp.arange(entries.rows.shape[0], dtype=jnp.int32) % _SPARE_SEGMENTS
