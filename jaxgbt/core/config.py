@@ -17,6 +17,18 @@ from jaxgbt.objectives import Loss
 # n_trees does not recompile.
 ROUNDS_PER_CHUNK = 16
 
+
+def bucketed(count: int, minimum: int, steps_per_doubling: int) -> int:
+    """``count`` rounded up to a bucket: ``minimum`` at least, then a step of
+    1 / ``steps_per_doubling`` of the next power of two's half (with 4: 1,024, 1,280,
+    1,536, 1,792, 2,048, ...). Counts that decide a shape (a fit's rows, a sparse
+    group's entries) are so rounded that nearby counts share one compiled program."""
+    if count <= minimum:
+        return minimum
+    power = 1 << (count - 1).bit_length()  # the next power of two, at least count
+    step = max(1, power // (2 * steps_per_doubling))
+    return -(-count // step) * step
+
 ROW_AXIS = "rows"
 
 # The modes of a training program, checked once from fit's arguments (``jaxgbt.spec``).

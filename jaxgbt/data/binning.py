@@ -12,7 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from jaxgbt.core.config import SparseGroup
+from jaxgbt.core.config import SparseGroup, bucketed
 from jaxgbt.core.dtypes import BIN_DTYPE, FLOAT_DTYPE
 from jaxgbt.core.histogram import ENTRY_FEATURE_BLOCK, SparseEntries
 from jaxgbt.data import sparse
@@ -473,11 +473,7 @@ def bucket_entries(n_entries: int, n_rows: int) -> int:
     ``ENTRY_STEPS_PER_DOUBLING``), or as it is above ``ENTRY_BUCKET_MAX_ROWS`` rows."""
     if n_rows > ENTRY_BUCKET_MAX_ROWS:
         return n_entries
-    if n_entries <= ENTRY_BUCKET_MIN:
-        return ENTRY_BUCKET_MIN
-    power = 1 << (n_entries - 1).bit_length()
-    step = power // (2 * ENTRY_STEPS_PER_DOUBLING)
-    return -(-n_entries // step) * step
+    return bucketed(n_entries, ENTRY_BUCKET_MIN, ENTRY_STEPS_PER_DOUBLING)
 
 
 def _not_zero_counts(X) -> np.ndarray:

@@ -16,7 +16,7 @@ already), and over ``MAX_PADDED_ROWS`` rows.
 import jax
 import numpy as np
 
-from jaxgbt.core.config import BoostConfig
+from jaxgbt.core.config import BoostConfig, bucketed
 from jaxgbt.core.histogram import CPU_ROWS_PER_BLOCK
 from jaxgbt.core.round import TrainData
 from jaxgbt.core.tracing import is_traced
@@ -39,11 +39,7 @@ MAX_PADDED_ROWS = min(2**16, CPU_ROWS_PER_BLOCK)
 
 def bucket_rows(n_rows: int) -> int:
     """The padded row count of a fit on ``n_rows`` rows (at least ``n_rows``)."""
-    if n_rows <= MIN_BUCKET_ROWS:
-        return MIN_BUCKET_ROWS
-    power = 1 << (n_rows - 1).bit_length()  # the next power of two, at least n_rows
-    step = max(1, power // (2 * STEPS_PER_DOUBLING))
-    return -(-n_rows // step) * step
+    return bucketed(n_rows, MIN_BUCKET_ROWS, STEPS_PER_DOUBLING)
 
 
 def padded_row_count(config: BoostConfig, data: TrainData, raw, mesh) -> int:
