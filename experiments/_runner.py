@@ -15,6 +15,8 @@ import argparse
 import json
 import math
 import multiprocessing
+import os
+import platform
 import re
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -26,6 +28,7 @@ import numpy as np
 import pandas as pd
 
 from jaxgbt.config_files import ConfigError, apply_overrides, read_config
+from jaxgbt.engine.compile import processor_fields
 
 ROOT = Path(__file__).resolve().parents[1]  # config and output paths are relative to it
 SHARED_DATA = ROOT.parent / "shared" / "data"  # real datasets, next to the repository
@@ -202,6 +205,24 @@ def output_dir(cfg: dict) -> Path:
     path = ROOT / cfg["output_dir"]
     path.mkdir(parents=True, exist_ok=True)
     return path
+
+
+def processor() -> str:
+    """The processor timings ran on, for a table's header and its results.json: the
+    model name, the vendor's family and model numbers, the widest vector instructions
+    and the CPUs this process may run on. Machines of one kind by name can differ in
+    all but the name: an "AMD EPYC" of family 23 has no AVX-512 and ran jaxgbt's narrow
+    fits several times slower than one of family 25 (docs/benchmarks.md, "One name, two
+    processors")."""
+    fields = processor_fields()
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    if not fields:
+        return f"{platform.processor() or platform.machine()}, {cpus} CPUs"
+    flags = fields.get("flags", [])
+    vectors = "AVX-512" if "avx512f" in flags else "AVX2" if "avx2" in flags else "no AVX2"
+    name = " ".join(fields.get("model name", ["?"]))
+    family, model = fields.get("cpu family", ["?"])[0], fields.get("model", ["?"])[0]
+    return f"{name} (family {family}, model {model}), {vectors}, {cpus} CPUs"
 
 
 def timed(fn: Callable, *args, **kwargs) -> tuple[Any, float]:

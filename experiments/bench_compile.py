@@ -24,7 +24,7 @@ import sys
 import tempfile
 import time
 
-from _runner import load_config, output_dir, print_table, write_json
+from _runner import load_config, output_dir, print_table, processor, write_json
 
 COLUMNS = [("grow_policy", "grow_policy", ""), ("depth", "depth", "d"),
            ("cache", lambda r: "warm" if r["cache"] else "none", ""),
@@ -136,6 +136,7 @@ def fresh_process(arguments: list, cache_dir: str | None) -> dict:
 
 def main(cfg: dict) -> list[dict]:
     results = []
+    print(f"processor: {processor()}")
     print_table([], COLUMNS)  # the rows follow as each process reports
     caches = [False, True] if cfg.get("persistent_cache") else [False]
     for cached in caches:
@@ -160,7 +161,8 @@ def main(cfg: dict) -> list[dict]:
                                    None), call=call, repeat=repeat)
             calls.append(r)
             print_table([r], CALL_COLUMNS, header=False)
-    write_json(output_dir(cfg) / "results.json", dict(config=cfg, results=results, calls=calls))
+    write_json(output_dir(cfg) / "results.json", dict(config=cfg, processor=processor(),
+                                                      results=results, calls=calls))
     return results
 
 

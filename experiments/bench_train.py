@@ -17,7 +17,7 @@ os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=2")
 
 import jax  # noqa: E402
 import numpy as np  # noqa: E402
-from _runner import load_config, print_table, timed
+from _runner import load_config, print_table, processor, timed
 from _scores import auc
 from _synthetic import higgs_like  # noqa: E402
 
@@ -114,6 +114,7 @@ def print_results(cfg, n_rows, results):
 
 def main(cfg: dict) -> None:
     cfg.setdefault("subsample", 1.0)
+    print(f"processor: {processor()}")
     for n_rows in cfg["rows"]:
         print_results(cfg, n_rows, bench_rows(cfg, n_rows))
 

@@ -20,7 +20,14 @@ os.environ.setdefault("JAXGBT_COMPILATION_CACHE", "0")  # first fits must compil
 
 import jax  # noqa: E402
 import numpy as np  # noqa: E402
-from _runner import load_config, output_dir, print_table, timed, write_json  # noqa: E402
+from _runner import (  # noqa: E402
+    load_config,
+    output_dir,
+    print_table,
+    processor,
+    timed,
+    write_json,
+)
 
 import jaxgbt  # noqa: E402
 
@@ -105,6 +112,7 @@ def bench_cell(cfg, n_rows, n_features, task, kind) -> dict:
         row.update(fastest=fastest, warm_ratio=warm / anchor_times[fastest],
                    first_ratio=first / anchor_times[fastest])
     row["anchor_trees"] = trees
+    row["processor"] = processor()
     return row
 
 
@@ -124,7 +132,8 @@ def main(cfg: dict) -> list[dict]:
                     results.append(bench_cell(cfg, n_rows, n_features, task, kind))
                     print(results[-1], flush=True)
     print(f"\n{cfg['n_trees']} trees of depth {cfg['depth']}, {cfg['n_bins']} bins, "
-          f"{cfg['threads']} threads, {jax.device_count()} {jax.default_backend()} device(s)")
+          f"{cfg['threads']} threads, {jax.device_count()} {jax.default_backend()} device(s), "
+          f"{processor()}")
     print_table(results, COLUMNS)
     write_json(output_dir(cfg) / "results.json", results)
     return results

@@ -19,7 +19,7 @@ import json
 import re
 
 import jax
-from _runner import load_config, output_dir, timed, write_json
+from _runner import load_config, output_dir, processor, timed, write_json
 
 import jaxgbt
 
@@ -76,14 +76,14 @@ def main(cfg: dict) -> dict:
     ms_per_tree = 1000.0 * cfg["n_trees"]  # a trace's microseconds over this: ms per tree
     print(f"{cfg['rows']:,} x {cfg['features']} {cfg['kind']} {cfg['task']}, "
           f"{cfg['n_trees']} trees of depth {cfg['depth']}, {jax.device_count()} "
-          f"{jax.default_backend()} device(s), devices={cfg['devices']}")
+          f"{jax.default_backend()} device(s), devices={cfg['devices']}, {processor()}")
     print("fits s (two to compile and warm up, then the profiled one):",
           [round(s, 3) for s in fits])
     print("\nthread kind: busy ms per tree")
     for name, total in by_thread.most_common(cfg["top"]):
         print(f"{total / ms_per_tree:10.3f}  {name}")
     tables = {"by name": (totals, calls), "by name less its suffix": by_prefix(totals, calls)}
-    summary = {"fits_s": fits, "kernels": {}}
+    summary = {"processor": processor(), "fits_s": fits, "kernels": {}}
     for title, (table, table_calls) in tables.items():
         print(f"\nkernels {title}: ms per tree, calls per tree")
         rows = []

@@ -267,6 +267,12 @@ def test_wide_vectors_only_where_measured(monkeypatch):
     assert not chunk_compile.wide_vectors_measured(cpuinfo("AuthenticAMD", "sse avx2"))
     assert not chunk_compile.wide_vectors_measured(cpuinfo("GenuineIntel", "avx2 avx512f"))
     assert not chunk_compile.wide_vectors_measured("")
+    # Only the first processor's fields are read, each as its words.
+    fields = chunk_compile.processor_fields(
+        cpuinfo("AuthenticAMD", "avx2") + "cpu family\t: 25\nmodel name\t: AMD EPYC 9R14\n")
+    assert fields["flags"] == ["avx2"] and "cpu family" not in fields
+    assert chunk_compile.processor_fields("model name\t: AMD EPYC 9R14\n") == {
+        "model name": ["AMD", "EPYC", "9R14"]}
     if jax.default_backend() != "cpu":
         return
     monkeypatch.setattr(chunk_compile, "wide_vectors_measured", lambda: True)

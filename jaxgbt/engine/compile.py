@@ -124,20 +124,27 @@ WIDE_VECTOR_OPTIONS = (("xla_cpu_prefer_vector_width", 512),)
 WIDE_VECTOR_MIN_BINS = 64
 
 
-def wide_vectors_measured(cpuinfo: str | None = None) -> bool:
-    """Whether the processor is of the kind 512-bit vectors were measured faster on: an
-    AMD processor with AVX-512, from the text of Linux's /proc/cpuinfo (``cpuinfo``, or
-    the file; where it cannot be read, no)."""
+def processor_fields(cpuinfo: str | None = None) -> dict[str, list[str]]:
+    """The first processor's fields in the text of Linux's /proc/cpuinfo (``cpuinfo``,
+    or the file), each a list of its words ("flags": the instruction sets); empty where
+    the file cannot be read."""
     if cpuinfo is None:
         try:
             with open("/proc/cpuinfo") as file:
                 cpuinfo = file.read(1 << 16)
         except OSError:
-            return False
-    first = cpuinfo.split("\n\n")[0]  # the first processor's fields
-    fields = {name.strip(): value.split()
-              for name, value in (line.split(":", 1) for line in first.splitlines()
-                                  if ":" in line)}
+            return {}
+    first = cpuinfo.split("\n\n")[0]
+    return {name.strip(): value.split()
+            for name, value in (line.split(":", 1) for line in first.splitlines()
+                                if ":" in line)}
+
+
+def wide_vectors_measured(cpuinfo: str | None = None) -> bool:
+    """Whether the processor is of the kind 512-bit vectors were measured faster on: an
+    AMD processor with AVX-512 (``processor_fields`` of ``cpuinfo``; where it cannot be
+    read, no)."""
+    fields = processor_fields(cpuinfo)
     return fields.get("vendor_id") == ["AuthenticAMD"] and "avx512f" in fields.get("flags", [])
 
 
