@@ -110,6 +110,7 @@ def test_cosine_with_noise_does_not_depend_on_how_features_are_blocked(monkeypat
     trees = []
     for block_bytes in (1, 2**30):  # one feature per block; every feature in one
         monkeypatch.setattr(search, "SEARCH_BLOCK_BYTES", block_bytes)
+        monkeypatch.setattr(search, "FEW_ROWS_SEARCH_BLOCK_BYTES", block_bytes)
         trees.append(grow_tree(jnp.asarray(bins), jnp.asarray(gh), params, DEPTH, N_BINS,
                                score_function="cosine")[0])
     for got, expected in zip(*trees, strict=True):

@@ -168,6 +168,7 @@ def test_noise_does_not_depend_on_how_features_are_blocked(monkeypatch, grow):
     trees = []
     for block_bytes in (1, 2**30):  # one feature per block; every feature in one
         monkeypatch.setattr(search, "SEARCH_BLOCK_BYTES", block_bytes)
+        monkeypatch.setattr(search, "FEW_ROWS_SEARCH_BLOCK_BYTES", block_bytes)
         trees.append(_tree(_grown(grow, _params(scale=1.0, seed=3))))
     for got, expected in zip(*trees, strict=True):
         assert_same_numbers(got, expected)

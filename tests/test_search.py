@@ -33,6 +33,7 @@ PARAMS = SplitParams(*(jnp.float32(v) for v in (1.0, 0.1, 0.0, 2.0)))
 
 def _trees(monkeypatch, block_bytes: int, grow, **kwargs):
     monkeypatch.setattr(search, "SEARCH_BLOCK_BYTES", block_bytes)
+    monkeypatch.setattr(search, "FEW_ROWS_SEARCH_BLOCK_BYTES", block_bytes)
     # A new function each time: a jitted function would reuse the trace of another block
     # size (it is read when tracing).
     return jax.jit(lambda b, g: grow(b, g, PARAMS, DEPTH, N_BINS, **kwargs))(*_problem(8))
@@ -78,6 +79,16 @@ def test_block_size_spreads_features_evenly():
     size = search.features_per_block(500, 32, 256, 2, sharded=False)
     assert size <= most and -(-500 // size) == -(-500 // most)
     assert search.features_per_block(500, 32, 256, 2, sharded=True) == 500
+    # Few rows on CPU: blocks of FEW_ROWS_SEARCH_BLOCK_BYTES once the histogram is larger
+    # than SEARCH_BLOCK_BYTES; narrow histograms stay whole.
+    if jax.default_backend() == "cpu":
+        few = search.FEW_ROWS_SEARCH_BLOCK_BYTES // per_feature
+        size = search.features_per_block(500, 32, 256, 2, sharded=False, n_rows=2048)
+        assert size <= few and -(-500 // size) == -(-500 // few)
+        assert search.features_per_block(500, 32, 256, 2, sharded=False, n_rows=20_000) == (
+            search.features_per_block(500, 32, 256, 2, sharded=False))
+        assert search.features_per_block(28, 32, 256, 2, sharded=False, n_rows=2048) == 28
+        assert search.features_per_block(20, 32, 256, 6, sharded=False, n_rows=2048) == 20
 
 
 @pytest.mark.parametrize("grow", [grow_tree, grow_depthwise_tree], ids=["oblivious", "depthwise"])

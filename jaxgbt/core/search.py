@@ -22,6 +22,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxgbt.core.histogram import (
+    ONE_SCATTER_MAX_ROWS,
     SmallerChildren,
     SparseEntries,
     build_histogram,
@@ -35,15 +36,33 @@ from jaxgbt.core.split import Best, better, rank_of
 # level equally fast (docs/benchmarks.md, "Wide data").
 SEARCH_BLOCK_BYTES = 2**22
 
+# The same for few rows on CPU (one scatter's worth: ``ONE_SCATTER_MAX_ROWS``), where the
+# search is most of a level, once the histogram is larger than ``SEARCH_BLOCK_BYTES``. On
+# an AMD EPYC without AVX-512 (family 23: 512 KiB of L2 a core, 8 MiB of L3) warm fits
+# took 6-22% less time so (median ms a tree at 2,000 x 500 binary 148 -> 139, 2,000 x
+# 180 binary 55 -> 47, three classes 197 -> 155); 1 MiB blocks at 20,000 x 180 took 11%
+# more, and narrow histograms cut in two (2,000 x 20) 19-54% more, so they keep theirs.
+# On the AVX-512 kind, 1 MiB and 4 MiB searched a level of 2,000 x 500 equally fast
+# (docs/benchmarks.md, "One name, two processors").
+FEW_ROWS_SEARCH_BLOCK_BYTES = 2**20
+
 
 def features_per_block(n_features: int, n_nodes: int, n_bins: int, n_columns: int,
-                       sharded: bool) -> int:
-    """Features per block: as many as fit ``SEARCH_BLOCK_BYTES`` of histogram, spread
-    evenly over the fewest blocks; all of them when rows are split over devices (one
-    all-reduce of the level's histogram, not one per block)."""
+                       sharded: bool, n_rows: int | None = None) -> int:
+    """Features per block: as many as fit ``SEARCH_BLOCK_BYTES`` of histogram (for
+    ``n_rows`` up to ``ONE_SCATTER_MAX_ROWS`` on CPU, ``FEW_ROWS_SEARCH_BLOCK_BYTES``
+    where the whole is larger than ``SEARCH_BLOCK_BYTES``), spread evenly over the fewest
+    blocks; all of them when rows are split over devices (one all-reduce of the level's
+    histogram, not one per block)."""
     if sharded:
         return n_features
-    most = max(1, SEARCH_BLOCK_BYTES // (n_nodes * n_bins * n_columns * 4))
+    per_feature = n_nodes * n_bins * n_columns * 4
+    budget = SEARCH_BLOCK_BYTES
+    if (n_rows is not None and n_rows <= ONE_SCATTER_MAX_ROWS
+            and n_features * per_feature > SEARCH_BLOCK_BYTES
+            and jax.default_backend() == "cpu"):
+        budget = FEW_ROWS_SEARCH_BLOCK_BYTES
+    most = max(1, budget // per_feature)
     n_blocks = -(-n_features // most)
     return -(-n_features // n_blocks)
 
@@ -143,7 +162,8 @@ def _search_group(group: FeatureGroup, node: jax.Array, gh: jax.Array, n_nodes: 
         return search(hist, jnp.asarray(group.features),
                       jnp.ones(group.features.size, bool), group.n_candidates)
     n_features, n_bins = group.columns.shape[0], group.n_bins
-    block = features_per_block(n_features, n_nodes, n_bins, gh.shape[1], axis_name is not None)
+    block = features_per_block(n_features, n_nodes, n_bins, gh.shape[1], axis_name is not None,
+                               gh.shape[0])
     ids = (jnp.arange(n_features, dtype=jnp.int32) if group.features is None
            else jnp.asarray(group.features))
 
@@ -210,7 +230,7 @@ def _search_group_subtracting(group: FeatureGroup, node, gh, n_nodes: int, searc
     """``_search_group`` with subtraction, returning the kept histograms too."""
     n_features, n_bins = group.columns.shape[0], group.n_bins
     sharded = axis_name is not None
-    block = features_per_block(n_features, n_nodes, n_bins, gh.shape[1], sharded)
+    block = features_per_block(n_features, n_nodes, n_bins, gh.shape[1], sharded, gh.shape[0])
     ids = (jnp.arange(n_features, dtype=jnp.int32) if group.features is None
            else jnp.asarray(group.features))
     n_kept = min(n_nodes, parent.shape[1])
