@@ -212,8 +212,8 @@ def processor() -> str:
     model name, the vendor's family and model numbers, the widest vector instructions
     and the CPUs this process may run on. Machines of one kind by name can differ in
     all but the name: an "AMD EPYC" of family 23 has no AVX-512 and ran jaxgbt's narrow
-    fits several times slower than one of family 25 (docs/benchmarks.md, "One name, two
-    processors")."""
+    fits several times slower than a later one with it (docs/benchmarks.md, "One name,
+    two processors")."""
     fields = processor_fields()
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     if not fields:
