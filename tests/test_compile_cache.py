@@ -47,8 +47,12 @@ def test_opting_out_and_a_users_directory_are_respected(tmp_path):
 # A fit whose raw predictions are printed (as their bytes' digest); with "boom", tracing
 # the training chunk fails, so the fit can only run a chunk an earlier process stored.
 CHUNK_FIT = """
-import hashlib, sys, numpy as np, jaxgbt
+import hashlib, sys, numpy as np, jax, jaxgbt
 from jaxgbt.engine import compile as compile_module
+# Every program kept in JAX's cache, the eager ones traced beside the chunk too (as on a
+# loaded machine, where they take over jaxgbt's threshold): hits for them must not stop
+# the chunk's store.
+jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
 if "boom" in sys.argv[2]:
     def compiled_chunk(*args, **kwargs):
         raise AssertionError("the training chunk was traced")

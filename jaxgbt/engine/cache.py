@@ -272,7 +272,10 @@ def compiled_and_stored(key: tuple, compile_chunk: Callable[[], Any]):
     Not when JAX's persistent cache served it (during the call: another thread's hit
     also counts, which only skips a store): an executable read from that cache and
     serialized again lacked its kernels (XLA:CPU, jax 0.10: "Function ... not found"
-    when it ran in the next process).
+    when it ran in the next process). So ``compile_chunk`` only compiles: the chunk is
+    traced before, since tracing runs eager operations, and a hit for one of those (on
+    a loaded machine they take over ``MIN_COMPILE_SECONDS`` to compile, and are kept)
+    skipped the chunk's store.
     """
     served = _served_by_jax
     program = compile_chunk()

@@ -330,8 +330,10 @@ def chunk_program(config: BoostConfig, params: BoostParams, data: TrainData, raw
             # memory (about 100 MB at depth 6) then does not stay resident under the
             # training data. Only here: on a held program the calls cost a small fit 5%.
             release_free_heap()
-            program = compiled_and_stored(key, lambda: compiled_chunk(
-                n_bins=config.n_bins).lower(config, None, *args).compile())
+            # Traced first: tracing runs eager operations whose programs JAX's cache may
+            # serve, which must not count as serving the chunk (``compiled_and_stored``).
+            lowered = compiled_chunk(n_bins=config.n_bins).lower(config, None, *args)
+            program = compiled_and_stored(key, lowered.compile)
             release_free_heap()
     with _CHUNK_PROGRAMS_LOCK:
         _CHUNK_PROGRAMS[key] = program
