@@ -252,6 +252,18 @@ def test_sum_by_halving_is_the_sum_over_the_axis(shape):
         assert_array_equal(summed, quarters[:, 0] + quarters[:, 1])
 
 
+@pytest.mark.parametrize("length", [1, 2, 5, 8, 13])
+def test_reduce_by_halving_with_and_is_all_over_the_axis(length):
+    from jaxgbt.core.split import reduce_by_halving
+
+    x = np.random.default_rng(length).random((4, length, 3)) < 0.8
+    x[0] = True  # one row all true, so that an AND of all is true somewhere
+    got = np.asarray(reduce_by_halving(jnp.asarray(x), 1, jnp.logical_and))
+    assert got.dtype == bool and got.shape == (4, 3)
+    assert_array_equal(got, x.all(axis=1))
+    assert got[0].all()
+
+
 @pytest.mark.parametrize("n_rows", [300, 299])
 def test_smaller_children_holds_each_nodes_smaller_child_in_row_order(n_rows):
     from jaxgbt.core.histogram import smaller_children, smaller_children_slots

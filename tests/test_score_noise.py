@@ -103,10 +103,11 @@ def test_noisy_ranks_match_a_float64_reference():
 
 
 @pytest.mark.parametrize("by_node", [False, True])
-def test_repeated_candidates_are_bins_without_any_sum_of_any_node(by_node):
+@pytest.mark.parametrize("n_nodes", [4, 5])  # the nodes ANDed by halving, an odd count too
+def test_repeated_candidates_are_bins_without_any_sum_of_any_node(by_node, n_nodes):
     # Three outputs (six sums a bin): a bin holding a single nonzero sum, in any column
     # of any node, is not empty; -0.0 is empty.
-    hist = np.random.default_rng(8).normal(size=(3, 4, 16, 6)).astype(np.float32)
+    hist = np.random.default_rng(8).normal(size=(3, n_nodes, 16, 6)).astype(np.float32)
     hist[:, :, 4:13] = 0.0
     hist[0, 2, 6, 5] = 1.0  # the last Hessian column of node 2
     hist[1, 0, 7, 3] = -2.0  # a Hessian of another output, node 0

@@ -214,9 +214,13 @@ def _with_noise(config: BoostConfig, params: BoostParams, data: TrainData, at: D
     length is the rounds before this one times this round's learning rate."""
     if not config.score_noise:
         return params
-    n_rows = jnp.sum(data.weight > 0, dtype=jnp.float32)
+    # Counted in integers: XLA:CPU splits a float sum over the rows into a windowed sum
+    # and a sum of the windows, a kernel of its own to compile. The same float for
+    # fewer than 2**24 rows, where both counts are exact.
+    n_rows = jnp.sum(data.weight > 0, dtype=jnp.int32)
     if config.axis_name is not None:
         n_rows = jax.lax.psum(n_rows, config.axis_name)
+    n_rows = n_rows.astype(jnp.float32)
     # The noise is in the units of the scores the search ranks, which sum weights in
     # place of Hessians under split_curvature="weight".
     curvature = jnp.ones_like(at.h) if config.split_curvature == "weight" else at.h

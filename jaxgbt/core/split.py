@@ -487,10 +487,19 @@ def sum_by_halving(x: jax.Array, axis: int) -> jax.Array:
     left (an odd count keeps its last entry for the next step), as elementwise
     additions. XLA:CPU runs some reductions over a short axis of a small array as a
     library call many times slower than these additions (docs/benchmarks.md)."""
+    return reduce_by_halving(x, axis, jnp.add)
+
+
+def reduce_by_halving(x: jax.Array, axis: int, combine) -> jax.Array:
+    """``x`` reduced over ``axis`` by the elementwise ``combine`` of its first half and
+    its second, until one entry is left (``sum_by_halving``): about log2 of the axis'
+    length steps to compile, where a chain entry by entry is as many steps as entries
+    (``repeated_candidates``' AND over a level's nodes; docs/benchmarks.md, "Smaller
+    kernels to compile")."""
     while x.shape[axis] > 1:
         half = x.shape[axis] // 2
-        halves = (jax.lax.slice_in_dim(x, 0, half, axis=axis)
-                  + jax.lax.slice_in_dim(x, half, 2 * half, axis=axis))
+        halves = combine(jax.lax.slice_in_dim(x, 0, half, axis=axis),
+                         jax.lax.slice_in_dim(x, half, 2 * half, axis=axis))
         x = (jnp.concatenate([halves, jax.lax.slice_in_dim(x, 2 * half, None, axis=axis)],
                              axis=axis) if x.shape[axis] % 2 else halves)
     return jax.lax.index_in_dim(x, 0, axis, keepdims=False)
@@ -588,21 +597,18 @@ def repeated_candidates(hist: jax.Array, by_node: bool) -> jax.Array:
     So only the first of such a run is ranked.
 
     The test reads the histogram as it lies, a chain of elementwise ANDs over its 2K
-    sums, then its nodes: the search reads it so too (its prefix sums' block products),
-    and a bins-last copy made for this test alone was a pass over the histogram of its
-    own, about a twentieth of the levels' time at 2,000 x 20 (docs/benchmarks.md, "The
-    split search's histogram read as it lies"). ``jnp.all`` over the last axis of 2K
-    entries ran as a scalar loop on XLA:CPU.
+    sums, then ANDs over its nodes by halving: the search reads it so too (its prefix
+    sums' block products), and a bins-last copy made for this test alone was a pass over
+    the histogram of its own, about a twentieth of the levels' time at 2,000 x 20
+    (docs/benchmarks.md, "The split search's histogram read as it lies"). ``jnp.all``
+    over the last axis of 2K entries ran as a scalar loop on XLA:CPU.
     """
     inner = hist[:, :, 1:-1]  # [b, n, B_g - 2, 2K]
     empty = inner[..., 0] == 0
     for k in range(1, inner.shape[-1]):
         empty = empty & (inner[..., k] == 0)
     if not by_node:
-        nodes = empty
-        empty = nodes[:, 0]
-        for j in range(1, nodes.shape[1]):
-            empty = empty & nodes[:, j]
+        empty = reduce_by_halving(empty, 1, jnp.logical_and)
     return jnp.concatenate([jnp.zeros_like(empty[..., :1]), empty], axis=-1)[..., None]
 
 
