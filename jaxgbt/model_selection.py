@@ -49,6 +49,11 @@ class CVResult(NamedTuple):
     best_score: np.ndarray
 
 
+# fit's keywords and the folds' own: a name from another library's cross-validation
+# (``nfold``) is answered with jaxgbt's (``n_folds``).
+CV_KEYWORDS = FIT_KEYWORDS | {"n_folds", "fold_seed"}
+
+
 def cv(loss: "str | Objective | Callable", X, y, *, n_folds: int = 5,
        stratified: bool | None = None, group=None, folds=None, shuffle: bool = True,
        fold_seed: int = 0, sample_weight=None, eval_metric=None,
@@ -92,7 +97,7 @@ def cv(loss: "str | Objective | Callable", X, y, *, n_folds: int = 5,
     Returns:
       A CVResult.
     """
-    spec.check_keywords(fit_kwargs, FIT_KEYWORDS, "cv")
+    spec.check_keywords(fit_kwargs, CV_KEYWORDS, "cv", renamed=spec.CV_NAMES)
     objective = resolve(loss, fit_kwargs.pop("link", None))
     if objective.kind == "dataset":
         raise ValueError(f"cv: loss {objective.name!r} couples all rows (its risk sets), so a "
@@ -251,7 +256,7 @@ def fit_auto(loss: "str | Objective | Callable", X, y, *, max_trees: int = 1000,
     Returns:
       An AutoFit.
     """
-    spec.check_keywords(fit_kwargs, FIT_KEYWORDS, "fit_auto")
+    spec.check_keywords(fit_kwargs, CV_KEYWORDS, "fit_auto", renamed=spec.CV_NAMES)
     rates, depth_settings = _auto_choices(max_trees, learning_rates, depths,
                                           early_stopping_rounds, fit_kwargs)
     fit_kwargs = {"one_hot_max_size": categorical.ONE_HOT_MAX_SIZE, **fit_kwargs}

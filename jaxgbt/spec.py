@@ -11,7 +11,7 @@ Modes are ``Literal`` types owned by the module of their concept (``core.config`
 """
 
 import typing
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Mapping
 from typing import Literal
 
 import jax
@@ -103,15 +103,23 @@ OTHER_LIBRARIES_NAMES = {
 }
 
 
+# cv's and fit_auto's own names in the other libraries' cross-validation calls
+# (``xgboost.cv``, ``lightgbm.cv``, ``catboost.cv``).
+CV_NAMES = {**OTHER_LIBRARIES_NAMES,
+            **dict.fromkeys(("nfold", "fold_count", "num_folds", "n_splits"), "n_folds"),
+            "partition_random_seed": "fold_seed"}
+
+
 def keyword_hint(name: str, accepted: Collection[str]) -> str:
     """``check.keyword_hint`` with fit's names in other libraries."""
     return check.keyword_hint(name, accepted, renamed=OTHER_LIBRARIES_NAMES)
 
 
 def check_keywords(given: Iterable[str], accepted: Collection[str], where: str,
-                   error: type[Exception] = TypeError) -> None:
-    """``check.check_keywords`` with fit's names in other libraries."""
-    check.check_keywords(given, accepted, where, renamed=OTHER_LIBRARIES_NAMES, error=error)
+                   error: type[Exception] = TypeError,
+                   renamed: Mapping[str, str] = OTHER_LIBRARIES_NAMES) -> None:
+    """``check.check_keywords`` with fit's names in other libraries (``renamed``)."""
+    check.check_keywords(given, accepted, where, renamed=renamed, error=error)
 
 
 # Decorates fit and the other calls that take its settings as keywords.

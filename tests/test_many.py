@@ -303,6 +303,8 @@ def test_fold_ids():
     ("squared_error", {"folds": np.zeros(256, int)}, ValueError, "fold 0 leaves no rows"),
     ("lambdarank_ndcg", {"group": np.repeat(np.arange(4), 64)}, ValueError,
      "only 4 queries"),
+    ("squared_error", {"nfold": 3}, TypeError, r"'nfold' \(jaxgbt calls it n_folds\)"),
+    ("squared_error", {"fold_count": 3}, TypeError, r"'fold_count' \(jaxgbt calls it n_folds\)"),
 ])
 def test_cv_rejects_bad_arguments(loss, kwargs, error, pattern):
     X, y = make_regression()
@@ -383,6 +385,7 @@ def test_fit_auto_grid_chooses_among_every_combination_and_rate():
     (dict(learning_rates=[0.1, -1.0]), ValueError, r"learning_rates\[1\]=-1.0"),
     (dict(max_trees=0), ValueError, "max_trees"),
     (dict(early_stopping_rounds=0), ValueError, "early_stopping_rounds"),
+    (dict(nfold=3), TypeError, r"'nfold' \(jaxgbt calls it n_folds\)"),
 ])
 def test_fit_auto_rejects_what_it_chooses_and_bad_rates(kwargs, error, pattern):
     X, y = make_binary()
