@@ -97,9 +97,32 @@ OTHER_LIBRARIES_NAMES = {
     "metric": "eval_metric",
     "verbosity": "verbose",
     "xgb_model": "init_model",
-    "device": "devices",
+    **dict.fromkeys(("device", "device_type", "task_type"), "devices"),
+    **dict.fromkeys(("n_jobs", "nthread", "num_threads", "thread_count"),
+                    "devices, which takes JAX devices, not threads: a CPU device runs on "
+                    "every core"),
+    "boost_from_average": "base_score, whose default starts from the loss's best "
+                          "constant",
+    "leaf_estimation_method": 'hessian ("exact": Newton steps, "constant": gradient '
+                              "steps)",
+    "simple_ctr": "target_statistic",
+    **dict.fromkeys(("verbose_eval", "silent", "logging_level"), "verbose"),
     "snapshot_file": "checkpoint_path",
     "snapshot_interval": "checkpoint_every",
+}
+
+
+# Other libraries' settings with no jaxgbt keyword, answered with what does the same
+# (rather than with the nearest name: ``n_jobs`` is not ``n_bins``).
+FIT_INSTEAD = {
+    "tree_method": 'jaxgbt\'s trees are always grown from histograms (XGBoost\'s "hist"); '
+                   "grow_policy chooses their shape",
+    **dict.fromkeys(("bagging_freq", "subsample_freq", "sampling_frequency"),
+                    "rows are drawn anew every round when subsample < 1"),
+    "use_best_model": "after early stopping, predict uses the trees up to best_round by "
+                      "default",
+    "extra_trees": "no random thresholds; random_strength adds noise to the split scores",
+    "linear_tree": "the leaves hold constants, not linear models",
 }
 
 
@@ -112,18 +135,20 @@ CV_NAMES = {**OTHER_LIBRARIES_NAMES,
 
 def keyword_hint(name: str, accepted: Collection[str]) -> str:
     """``check.keyword_hint`` with fit's names in other libraries."""
-    return check.keyword_hint(name, accepted, renamed=OTHER_LIBRARIES_NAMES)
+    return check.keyword_hint(name, accepted, renamed=OTHER_LIBRARIES_NAMES,
+                              instead=FIT_INSTEAD)
 
 
 def check_keywords(given: Iterable[str], accepted: Collection[str], where: str,
                    error: type[Exception] = TypeError,
                    renamed: Mapping[str, str] = OTHER_LIBRARIES_NAMES) -> None:
     """``check.check_keywords`` with fit's names in other libraries (``renamed``)."""
-    check.check_keywords(given, accepted, where, renamed=renamed, error=error)
+    check.check_keywords(given, accepted, where, renamed=renamed, instead=FIT_INSTEAD,
+                         error=error)
 
 
 # Decorates fit and the other calls that take its settings as keywords.
-keywords_checked = check.keywords_checked(renamed=OTHER_LIBRARIES_NAMES)
+keywords_checked = check.keywords_checked(renamed=OTHER_LIBRARIES_NAMES, instead=FIT_INSTEAD)
 
 
 def check_mode(value, name: str, mode) -> str:

@@ -363,8 +363,21 @@ def test_every_other_name_maps_to_a_keyword_fit_takes():
         assert keyword_hint(name, FIT_KEYWORDS) == f"jaxgbt calls it {ours}", name
     # A name with no counterpart and nothing near it gets no hint, and a counterpart the
     # called function lacks is not offered.
-    assert keyword_hint("tree_method", FIT_KEYWORDS) == ""
+    assert keyword_hint("gpu_id", FIT_KEYWORDS) == ""
     assert keyword_hint("num_class", {"n_trees", "depth"}) == ""
+
+
+def test_settings_without_a_keyword_are_answered_with_what_does_the_same():
+    # Not with the nearest name: n_jobs is not n_bins, nor extra_trees n_trees.
+    from jaxgbt.spec import FIT_INSTEAD, keyword_hint
+    from jaxgbt.sweeps import FIT_KEYWORDS
+
+    for name, answer in FIT_INSTEAD.items():
+        assert name not in FIT_KEYWORDS, name
+        assert keyword_hint(name, FIT_KEYWORDS) == answer, name
+    assert keyword_hint("n_jobs", FIT_KEYWORDS).startswith("jaxgbt calls it devices")
+    with pytest.raises(TypeError, match=r"'extra_trees' \(no random thresholds; "):
+        jaxgbt.fit("logistic", X_OK, Y_BINARY, extra_trees=True)
 
 
 def test_other_libraries_predict_options_are_answered_with_jaxgbts_methods():
