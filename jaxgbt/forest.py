@@ -61,6 +61,20 @@ class Forest(NamedTuple):
     seeds: np.ndarray
     classes: np.ndarray | None
 
+    def __getattr__(self, name: str):
+        # Called only for a name the forest lacks: a model's methods (``forest.predict``,
+        # as on scikit-learn's forests) are answered with the model that has them.
+        missing = f"'Forest' object has no attribute {name!r}"
+        if name in ("predict", "predict_proba"):
+            raise AttributeError(
+                f"{missing}; the fitted trees are forest.model, a Booster: "
+                "forest.model.predict(X) averages them (class probabilities f32[N, C] for "
+                "classification, columns in the order of forest.classes)")
+        if not name.startswith("_") and hasattr(Booster, name):
+            raise AttributeError(f"{missing}; the fitted trees are forest.model, a Booster: "
+                                 f"use forest.model.{name}")
+        raise AttributeError(missing)
+
 
 @spec.keywords_checked
 def fit_forest(X, y, *, task: str = "regression", n_trees: int = 100, depth: int = 8,

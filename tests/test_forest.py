@@ -72,6 +72,15 @@ def test_predict_is_the_average_of_the_trees(regression_data):
     trees = np.stack([_tree(forest.model, t)(X)[:, 0] for t in range(FOREST["n_trees"])])
     np.testing.assert_allclose(forest.model.predict(X), trees.mean(axis=0), rtol=1e-5,
                                atol=1e-5)
+    # A model's method asked of the forest names the model that has it.
+    with pytest.raises(AttributeError, match=r"no attribute 'predict'; the fitted trees are "
+                                             r"forest\.model, a Booster: forest\.model\.predict"):
+        forest.predict(X)
+    with pytest.raises(AttributeError, match=r"use forest\.model\.shap_values$"):
+        forest.shap_values(X)
+    with pytest.raises(AttributeError, match=r"^'Forest' object has no attribute 'fit'$"):
+        forest.fit(X, y)
+    assert not hasattr(forest, "shape")
 
 
 def _split(X, y, seed=0):
