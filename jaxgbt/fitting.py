@@ -206,10 +206,11 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
       colsample_bynode: for depthwise and lossguide trees, fraction of a level's drawn features each
         node may split on, drawn per node, in (0, 1].
       monotone_constraints: per feature +1 (non-decreasing), -1 (non-increasing) or 0,
-        as a sequence of length F or a dict {feature index: direction}; predictions are
-        then monotone in those features for any input (see ``jaxgbt.core.constraints``).
-      interaction_constraints: lists of feature indices allowed in one tree together;
-        a feature in no list appears only alone.
+        as a sequence of length F or a dict {feature index or column name: direction};
+        predictions are then monotone in those features for any input (see
+        ``jaxgbt.core.constraints``).
+      interaction_constraints: lists of feature indices (or column names) allowed in one
+        tree together; a feature in no list appears only alone.
       categorical_features: None or "auto" (a DataFrame's categorical columns: pandas
         ``category``, polars ``Categorical``/``Enum``, Arrow ``dictionary``), or a list
         of column indices or DataFrame column names that are categorical (the
@@ -323,8 +324,8 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
                                    distributed)
     data = _encoded(data, distributed, objective, vector_output, n_outputs, one_hot_max_size,
                     seed, init_model, orders, target_statistic)
-    monotone, interactions = spec.encoded_constraints(data.encoder, monotone_constraints,
-                                                      interaction_constraints)
+    monotone, interactions = spec.encoded_constraints(data.encoder, *spec.constraints_by_index(
+        monotone_constraints, interaction_constraints, data.feature_names))
     search = spec.search_defaults(
         dict(split_curvature=split_curvature, score_function=score_function, l2=l2),
         data.encoder, grow_policy, data.n_rows, distributed, monotone_constraints)

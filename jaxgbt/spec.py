@@ -503,6 +503,35 @@ def constraints(monotone, interactions, n_features: int) -> dict:
     return out
 
 
+def constraints_by_index(monotone, interactions, feature_names):
+    """The constraints with column names (a DataFrame's, or fit's ``feature_names``) in
+    place of column indices, as XGBoost and scikit-learn take them: the keys of a
+    ``monotone_constraints`` dict and the entries of ``interaction_constraints``' lists.
+
+    Raises:
+      ValueError: naming a name that is not a column, or any name when X has none.
+    """
+    def index(name, where: str):
+        if not isinstance(name, str):
+            return name
+        if feature_names is None:
+            raise ValueError(f"{where} names the column {name!r}, but X has no column names "
+                             "(an array); give column indices, or pass feature_names=[...].")
+        if name not in feature_names:
+            raise ValueError(f"{where} names {name!r}, which is not a column of X; its "
+                             f"columns are {list(feature_names)}.")
+        return list(feature_names).index(name)
+
+    if isinstance(monotone, dict):
+        monotone = {index(key, "monotone_constraints"): direction
+                    for key, direction in monotone.items()}
+    if interactions is not None and not isinstance(interactions, (str, bytes)):
+        interactions = [[index(feature, "interaction_constraints") for feature in group]
+                        if isinstance(group, (list, tuple, set)) else group
+                        for group in interactions]
+    return monotone, interactions
+
+
 def encoded_constraints(encoder, monotone, interactions):
     """Constraints on raw columns, restated on the encoded columns they become."""
     if encoder is None:

@@ -173,3 +173,20 @@ def test_warm_start_reads_the_columns_in_the_model_order(model, data):
     with pytest.raises(ValueError, match="init_model was trained on the columns"):
         jaxgbt.fit("squared_error", frame.to_numpy(), y, init_model=model,
                    feature_names=NAMES[::-1], **SMALL)
+
+
+def test_constraints_by_column_name_are_those_by_index(data):
+    # XGBoost and scikit-learn take constraints by column name: the same model as by index.
+    frame, y = data
+    by_name = jaxgbt.fit("squared_error", frame, y, monotone_constraints={"b": 1, "d": -1},
+                         interaction_constraints=[["b", "d"], ["a", "c"]], **SMALL)
+    by_index = jaxgbt.fit("squared_error", frame, y, monotone_constraints={1: 1, 3: -1},
+                          interaction_constraints=[[1, 3], [0, 2]], **SMALL)
+    assert_same_model(by_name, by_index)
+    with pytest.raises(ValueError, match=r"monotone_constraints names 'e', which is not a "
+                                         r"column of X; its columns are \['a', 'b', 'c', 'd'\]"):
+        jaxgbt.fit("squared_error", frame, y, monotone_constraints={"e": 1}, **SMALL)
+    with pytest.raises(ValueError, match=r"interaction_constraints names the column 'a', but "
+                                         r"X has no column names"):
+        jaxgbt.fit("squared_error", frame.to_numpy(), y, interaction_constraints=[["a", 1]],
+                   **SMALL)
