@@ -246,6 +246,7 @@ class JaxGBTRegressor(RegressorMixin, _JaxGBTModel):
 
     _default_loss = "squared_error"
 
+    @spec.keywords_checked
     def fit(self, X, y, *, sample_weight=None, eval_set=None, eval_metric=None,
             early_stopping_rounds=None, callbacks=(), categorical_features=None,
             init_model=None, base_margin=None, eval_base_margin=None) -> "JaxGBTRegressor":
@@ -303,6 +304,7 @@ class JaxGBTClassifier(ClassifierMixin, _JaxGBTModel):
 
     _default_loss = None  # by the number of classes, at fit
 
+    @spec.keywords_checked
     def fit(self, X, y, *, sample_weight=None, eval_set=None, eval_metric=None,
             early_stopping_rounds=None, callbacks=(), categorical_features=None,
             init_model=None, base_margin=None, eval_base_margin=None) -> "JaxGBTClassifier":
@@ -382,6 +384,7 @@ class JaxGBTRanker(_JaxGBTModel):
         tags.target_tags.positive_only = True  # relevance grades
         return tags
 
+    @spec.keywords_checked
     def fit(self, X, y, *, group=None, sample_weight=None, eval_set=None, eval_group=None,
             eval_metric=None, early_stopping_rounds=None, callbacks=(),
             categorical_features=None, init_model=None, base_margin=None,

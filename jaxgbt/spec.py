@@ -123,6 +123,8 @@ FIT_INSTEAD = {
                       "default",
     "extra_trees": "no random thresholds; random_strength adds noise to the split scores",
     "linear_tree": "the leaves hold constants, not linear models",
+    **dict.fromkeys(("eval_sample_weight", "sample_weight_eval_set"),
+                    "give each eval_set entry its weights: eval_set=[(X_val, y_val, w_val)]"),
 }
 
 

@@ -378,6 +378,11 @@ def test_settings_without_a_keyword_are_answered_with_what_does_the_same():
     assert keyword_hint("n_jobs", FIT_KEYWORDS).startswith("jaxgbt calls it devices")
     with pytest.raises(TypeError, match=r"'extra_trees' \(no random thresholds; "):
         jaxgbt.fit("logistic", X_OK, Y_BINARY, extra_trees=True)
+    # The estimators' fit too, before anything is fitted.
+    pytest.importorskip("sklearn")
+    with pytest.raises(TypeError, match=r"^JaxGBTRegressor\.fit\(\) got an unexpected keyword "
+                                        r"argument 'eval_sample_weight' \(give each eval_set "):
+        jaxgbt.JaxGBTRegressor().fit(X_OK, Y_BINARY, eval_sample_weight=[Y_BINARY])
 
 
 def test_other_libraries_predict_options_are_answered_with_jaxgbts_methods():
