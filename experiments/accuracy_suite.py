@@ -20,7 +20,11 @@ mean over the split seeds. The best anchor is the one with the best mean; the di
 jaxgbt - best anchor gets a 95% interval from a paired bootstrap over test rows (queries
 for ranking): the same resample of each split's test rows scores both models, and the
 resampled differences are averaged over the splits. jaxgbt is within noise where the
-interval holds 0 or lies on jaxgbt's better side. Prints one markdown table
+interval holds 0 or lies on jaxgbt's better side. The interval is over test rows for
+fixed models; models with randomness (jaxgbt's score noise, CatBoost's bootstrap and
+noise) also vary with their seed, which ``model_seeds = k`` averages out: each model is
+fitted k times per split, seeds ``seed`` to ``seed + k - 1``, and its scores are the
+means of those fits' (each resample's alike). Prints one markdown table
 (docs/accuracy.md) and writes it with every score to results.json.
 
 Variants: the config's ``[variants]`` table names sets of ``jaxgbt.fit`` settings
@@ -122,9 +126,10 @@ def jaxgbt_model(task: str, cfg: dict, cat_names: list[str], settings=None) -> M
         common = dict(**depth, categorical_features=columns or None, group=group,
                       **settings)
         if auto is not None:
-            return jaxgbt.fit_auto(LOSSES[task], encoded(X), y, **auto, **common).model
+            return jaxgbt.fit_auto(LOSSES[task], encoded(X), y, seed=cfg["seed"], **auto,
+                                   **common).model
         return jaxgbt.fit(LOSSES[task], encoded(X), y, n_trees=cfg["n_trees"],
-                          learning_rate=cfg["learning_rate"], **common)
+                          learning_rate=cfg["learning_rate"], seed=cfg["seed"], **common)
 
     return Model(fit, lambda model, X: np.asarray(model.predict(encoded(X))))
 
@@ -181,32 +186,39 @@ def subsample(X: pd.DataFrame, y: np.ndarray, group, max_rows: int, seed: int):
 
 def run_split(task: str, data, seed: int, cfg: dict) -> dict:
     """One split: {"fit_s": {library: seconds}, metric: {library: f64[R] resampled scores,
-    the first the test set itself}}."""
+    the first the test set itself}}. With ``model_seeds`` k > 1, every model is fitted k
+    times, with the random seeds ``cfg["seed"]`` to ``cfg["seed"] + k - 1``, and its
+    scores (each resample's) and fit seconds are the means over those fits."""
     X, y, group = data
     train, test = random_split(len(y), seed, cfg["test_fraction"], group)
     test_group = None if group is None else group[test]
     # Resamples drawn from a stream of their own, (seed, 1), not the split's.
     weights = bootstrap_weights(len(test), cfg["n_resamples"], (seed, 1), test_group)
-    out = {"fit_s": {}, **{metric: {} for metric in METRICS[task]}}
+    fits: dict[str, list] = {}
+    scores: dict[str, dict[str, list]] = {metric: {} for metric in METRICS[task]}
+    model_seeds = range(cfg["seed"], cfg["seed"] + cfg.get("model_seeds", 1))
     with thread_limit(cfg["threads"]):
-        for library, model in models(task, X, cfg).items():
-            start = time.perf_counter()
-            try:
-                fitted = model.fit(X.iloc[train], y[train],
-                                   None if group is None else group[train])
-            except ValueError as error:
-                if library in ("jaxgbt", *cfg["anchors"]):
-                    raise
-                # a variant jaxgbt refuses for this task (e.g. ordered boosting of a
-                # ranking loss): raised before anything is traced, its cells stay empty
-                print(f"  {library} refused on this task: {error}", flush=True)
-                continue
-            out["fit_s"][library] = time.perf_counter() - start
-            prediction = model.predict(fitted, X.iloc[test])
-            for metric in METRICS[task]:
-                out[metric][library] = resampled_scores(metric, y[test], prediction, weights,
-                                                        test_group)
-    return out
+        for model_seed in model_seeds:
+            for library, model in models(task, X, {**cfg, "seed": model_seed}).items():
+                start = time.perf_counter()
+                try:
+                    fitted = model.fit(X.iloc[train], y[train],
+                                       None if group is None else group[train])
+                except ValueError as error:
+                    if library in ("jaxgbt", *cfg["anchors"]):
+                        raise
+                    # a variant jaxgbt refuses for this task (e.g. ordered boosting of a
+                    # ranking loss): raised before anything is traced, its cells stay empty
+                    print(f"  {library} refused on this task: {error}", flush=True)
+                    continue
+                fits.setdefault(library, []).append(time.perf_counter() - start)
+                prediction = model.predict(fitted, X.iloc[test])
+                for metric in METRICS[task]:
+                    scores[metric].setdefault(library, []).append(resampled_scores(
+                        metric, y[test], prediction, weights, test_group))
+    return {"fit_s": {library: float(np.mean(seconds)) for library, seconds in fits.items()},
+            **{metric: {library: np.mean(runs, axis=0) for library, runs in by_library.items()}
+               for metric, by_library in scores.items()}}
 
 
 def paired_difference(scores, reference, higher: bool, confidence: float) -> dict:
@@ -390,7 +402,8 @@ def main(cfg: dict) -> dict:
     load = os.getloadavg()[0]
     print(f"\n{markdown}\n\n" + (f"{variants_markdown}\n\n" if variants else "")
           + f"({len(cfg['split_seeds'])} split seeds, "
-          f"{cfg['n_trees']} trees, {cfg['n_resamples']} bootstrap resamples; "
+          + (f"{cfg['model_seeds']} model seeds each, " if cfg.get("model_seeds", 1) > 1 else "")
+          + f"{cfg['n_trees']} trees, {cfg['n_resamples']} bootstrap resamples; "
           f"{time.perf_counter() - started:.0f} s, load average {load:.1f} at the end)",
           flush=True)
     write_json(output_dir(cfg) / "results.json",

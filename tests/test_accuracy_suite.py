@@ -131,3 +131,30 @@ def test_one_hot_beside_adds_a_column_per_category_of_small_columns(suite):
     assert wide["small=a"].tolist() == [1.0, 0.0, 0.0, 1.0]  # a missing label: all 0
     assert wide["small=b"].tolist() == [0.0, 1.0, 0.0, 0.0]
     assert list(X.columns) == ["x", "small", "large"]  # the caller's frame is kept
+
+
+def test_model_seeds_average_each_models_scores_over_its_seeds(suite, monkeypatch):
+    # Every model is fitted once per model seed; a split's scores (test set and each
+    # resample) are the means of those fits' scores, as if averaged by hand over runs
+    # of one seed each.
+    accuracy_suite, anchors = suite
+    rng = np.random.default_rng(0)
+    X = pd.DataFrame({"x": rng.normal(size=60)})
+    y = (X["x"].to_numpy() + rng.normal(size=60) > 0).astype(np.float32)
+
+    def seeded_models(task, X, cfg):
+        # predictions that depend on the seed the model is built with
+        seed = cfg["seed"]
+        return {"jaxgbt": anchors.Model(
+            lambda X, y, group: seed,
+            lambda fitted, X: 1 / (1 + np.exp(-(fitted + 1) * X["x"].to_numpy())))}
+
+    monkeypatch.setattr(accuracy_suite, "models", seeded_models)
+    cfg = dict(test_fraction=0.25, n_resamples=20, threads=1, anchors=[])
+    one = [accuracy_suite.run_split("binary", (X, y, None), 3, dict(cfg, seed=s))
+           for s in (5, 6)]
+    both = accuracy_suite.run_split("binary", (X, y, None), 3, dict(cfg, seed=5, model_seeds=2))
+    for metric in ("auc", "logloss"):
+        np.testing.assert_allclose(both[metric]["jaxgbt"],
+                                   (one[0][metric]["jaxgbt"] + one[1][metric]["jaxgbt"]) / 2)
+    assert one[0]["logloss"]["jaxgbt"][0] != one[1]["logloss"]["jaxgbt"][0]
