@@ -123,6 +123,8 @@ FIT_INSTEAD = {
                       "default",
     "extra_trees": "no random thresholds; random_strength adds noise to the split scores",
     "linear_tree": "the leaves hold constants, not linear models",
+    "multi_strategy": "a model of several classes or outputs grows one tree a round whose "
+                      "leaves hold a value for each (XGBoost's multi_output_tree)",
     **dict.fromkeys(("eval_sample_weight", "sample_weight_eval_set"),
                     "give each eval_set entry its weights: eval_set=[(X_val, y_val, w_val)]"),
 }
