@@ -376,6 +376,10 @@ def run_dataset(name: str, spec: dict, cfg: dict):
 
 
 def main(cfg: dict) -> dict:
+    model_seeds = cfg.get("model_seeds", 1)
+    if isinstance(model_seeds, bool) or not isinstance(model_seeds, int) or model_seeds < 1:
+        raise SystemExit(f"model_seeds = {model_seeds!r}: give the number of fits of each "
+                         "model per split, an integer >= 1 (1 fits each once).")
     rows, results, started = [], {}, time.perf_counter()
     for name in cfg["datasets"]:
         spec = cfg["data"][name]

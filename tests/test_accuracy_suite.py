@@ -92,8 +92,10 @@ def test_variant_interval_holds_its_difference_to_the_defaults(run):
         assert against["ci_low"] <= against["difference"] <= against["ci_high"]
 
 
-def test_unknown_variant_name_is_refused(suite):
+def test_unknown_variant_name_and_model_seeds_below_1_are_refused(suite):
     accuracy_suite, _ = suite
+    with pytest.raises(SystemExit, match=r"model_seeds = 0: give the number of fits"):
+        accuracy_suite.main({"model_seeds": 0, "datasets": ["iris"]})
     with pytest.raises(SystemExit, match="not in the config's"):
         accuracy_suite.variant_names({"variants": {"l2_3": {"l2": 3.0}},
                                       "run_variants": ["l2_5"]})
