@@ -109,7 +109,9 @@ def jaxgbt_model(task: str, cfg: dict, cat_names: list[str], settings=None) -> M
     ``depths`` to choose from. ``categorical_pairs = true`` is not a ``fit`` setting: it
     adds every pair of categorical columns as a column (``with_categorical_pairs``)
     before fitting and predicting; ``one_hot_beside = k`` adds 0/1 columns of the
-    categories of columns of at most k categories beside them (``with_one_hot_beside``)."""
+    categories of columns of at most k categories beside them (``with_one_hot_beside``).
+    With ``multi_strategy = "one_output_per_tree"`` a model of K classes fits K times the
+    budget's trees, as many per class as the anchors grow (one per class a round)."""
     settings = dict(settings or {})
     auto = settings.pop("auto", None)
     pairs = settings.pop("categorical_pairs", False)
@@ -128,7 +130,9 @@ def jaxgbt_model(task: str, cfg: dict, cat_names: list[str], settings=None) -> M
         if auto is not None:
             return jaxgbt.fit_auto(LOSSES[task], encoded(X), y, seed=cfg["seed"], **auto,
                                    **common).model
-        return jaxgbt.fit(LOSSES[task], encoded(X), y, n_trees=cfg["n_trees"],
+        per_output = settings.get("multi_strategy") == "one_output_per_tree"
+        n_trees = cfg["n_trees"] * (int(np.max(y)) + 1 if per_output else 1)
+        return jaxgbt.fit(LOSSES[task], encoded(X), y, n_trees=n_trees,
                           learning_rate=cfg["learning_rate"], seed=cfg["seed"], **common)
 
     return Model(fit, lambda model, X: np.asarray(model.predict(encoded(X))))

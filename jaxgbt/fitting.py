@@ -68,7 +68,8 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
         base_score=None, sample_weight=None, seed: int = 0,
         base_margin=None, eval_base_margin=None, boosting: str = "plain",
         n_outputs: int | None = None, link: Link | None = None, hessian: str | None = None,
-        hessian_floor=0.0, group=None, subsample=1.0, sampling: str = "bernoulli",
+        multi_strategy: str = "multi_output_tree", hessian_floor=0.0, group=None,
+        subsample=1.0, sampling: str = "bernoulli",
         bagging_temperature=1.0, goss_top_rate=0.2, goss_other_rate=0.1, colsample_bytree=1.0,
         colsample_bylevel=1.0, colsample_bynode=1.0,
         monotone_constraints=None, interaction_constraints=None, categorical_features=None,
@@ -185,6 +186,15 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
       hessian: curvature: "exact", "full" (vector outputs: K x K Newton leaves),
         "fisher" (the objective's expected Hessian) or "constant"; default: the
         objective's own (see docs/objectives.md).
+      multi_strategy: for a loss of K > 1 outputs (softmax's classes, n_outputs=K):
+        "multi_output_tree" (the default), every tree split once for all outputs, its
+        leaves holding a value for each; "one_output_per_tree" (XGBoost's default for
+        several classes, LightGBM's and scikit-learn's way), the outputs take turns,
+        round r's tree grown and its leaves set from output r mod K's gradients alone,
+        at the margins every earlier tree gives, its other outputs' values 0.
+        ``n_trees`` counts trees either way: K times the rounds gives each output as
+        many trees as ``n_trees`` gives a model of one tree a round. See
+        docs/training.md.
       hessian_floor: per-row curvature is at least this (>= 0).
       group: query id per row for ranking losses, shape (N,); a query's rows must be
         contiguous.
@@ -313,6 +323,7 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
                        checkpoint_every, base_margin, group)
     n_outputs, vector_output = spec.outputs(objective, data.y, n_outputs, kind)
     curvature = spec.curvature(objective, hessian, vector_output)
+    one_output_per_tree = spec.one_output_per_tree(multi_strategy, n_outputs, curvature)
     rates = dict(subsample=subsample, goss_top_rate=goss_top_rate,
                  goss_other_rate=goss_other_rate, colsample_bytree=colsample_bytree,
                  colsample_bylevel=colsample_bylevel, colsample_bynode=colsample_bynode)
@@ -371,7 +382,7 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
         noisy_scores=spec.score_noise(random_strength),
         score_function=search["score_function"], split_curvature=search["split_curvature"],
         leaf_newton_steps=leaf_newton_steps, order_statistics=data.order_statistics,
-        missing_values=missing_values)
+        missing_values=missing_values, one_output_per_tree=one_output_per_tree)
     check_fit_memory(data.n_rows, data.n_bin_rows, config.n_bins, depth, n_outputs,
                      [jax.devices()[0]] if mesh is None else list(mesh.local_devices),
                      ordered=config.ordered, gathered_rows=config.sample_capacity,

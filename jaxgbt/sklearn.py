@@ -45,7 +45,7 @@ _FIT_SETTINGS = (
     "leaf_newton_steps",
     "base_score", "seed",
     "boosting", "link",
-    "hessian", "hessian_floor", "subsample", "sampling", "bagging_temperature",
+    "hessian", "multi_strategy", "hessian_floor", "subsample", "sampling", "bagging_temperature",
     "goss_top_rate",
     "goss_other_rate", "colsample_bytree", "colsample_bylevel", "colsample_bynode",
     "monotone_constraints", "interaction_constraints", "one_hot_max_size",
@@ -75,7 +75,8 @@ class _JaxGBTModel(BaseEstimator):
                  score_function: str | None = None, split_curvature: str | None = None,
                  leaf_newton_steps: int = 1, base_score=None,
                  seed: int = 0, boosting: str = "plain", link=None, hessian=None,
-                 hessian_floor=0.0, subsample=1.0, sampling: str = "bernoulli",
+                 multi_strategy: str = "multi_output_tree", hessian_floor=0.0,
+                 subsample=1.0, sampling: str = "bernoulli",
                  bagging_temperature=1.0,
                  goss_top_rate=0.2, goss_other_rate=0.1, colsample_bytree=1.0,
                  colsample_bylevel=1.0, colsample_bynode=1.0, monotone_constraints=None,
@@ -104,6 +105,7 @@ class _JaxGBTModel(BaseEstimator):
         self.boosting = boosting
         self.link = link
         self.hessian = hessian
+        self.multi_strategy = multi_strategy
         self.hessian_floor = hessian_floor
         self.subsample = subsample
         self.sampling = sampling

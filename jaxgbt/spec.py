@@ -23,6 +23,7 @@ from jaxgbt.core.config import (
     BoostConfig,
     Boosting,
     GrowPolicy,
+    MultiStrategy,
     RowSampling,
     SplitCurvature,
 )
@@ -123,8 +124,6 @@ FIT_INSTEAD = {
                       "default",
     "extra_trees": "no random thresholds; random_strength adds noise to the split scores",
     "linear_tree": "the leaves hold constants, not linear models",
-    "multi_strategy": "a model of several classes or outputs grows one tree a round whose "
-                      "leaves hold a value for each (XGBoost's multi_output_tree)",
     **dict.fromkeys(("eval_sample_weight", "sample_weight_eval_set"),
                     "give each eval_set entry its weights: eval_set=[(X_val, y_val, w_val)]"),
 }
@@ -386,6 +385,24 @@ def curvature(objective: Objective, hessian, vector_output: bool) -> Curvature:
                          f"{objective.name!r} does not define; pass an Objective with fisher= "
                          "or use 'exact' or 'constant'.")
     return chosen
+
+
+def one_output_per_tree(multi_strategy, n_outputs: int, chosen_curvature: str) -> bool:
+    """Whether each tree is of one output (``BoostConfig.one_output_per_tree``); refuses
+    the strategy where every tree is of the one output already, or with the full Hessian,
+    whose steps couple the outputs a tree of one output leaves at 0."""
+    check_mode(multi_strategy, "multi_strategy", MultiStrategy)
+    if multi_strategy != "one_output_per_tree":
+        return False
+    if n_outputs == 1:
+        raise ValueError("multi_strategy='one_output_per_tree' needs a loss of several "
+                         "outputs (softmax's classes, n_outputs=K); this loss has one, so "
+                         "every tree is of it already. Drop multi_strategy.")
+    if chosen_curvature == "full":
+        raise ValueError("multi_strategy='one_output_per_tree' sets each tree's leaves for "
+                         "one output, and hessian='full' couples the outputs' steps; use "
+                         "one of them.")
+    return True
 
 
 def ordered(boosting: Boosting, objective: Objective, kind: LossKind, chosen_curvature: str,
@@ -657,7 +674,8 @@ def build_config(objective: Objective, *, depth: int, n_bins: int, n_outputs: in
                  leaf_newton_steps: int = 1, score_function: str = "l2",
                  split_curvature: str = "hessian",
                  order_statistics: categorical.OrderStatistics | None = None,
-                 missing_values: bool = True) -> BoostConfig:
+                 missing_values: bool = True,
+                 one_output_per_tree: bool = False) -> BoostConfig:
     """The static ``BoostConfig`` of a fit whose settings were checked above."""
     # Sampled rounds grow their trees on the drawn rows alone when their number has a
     # bound known now (``core.sampling``); on one device, outside ordered boosting.
@@ -680,4 +698,5 @@ def build_config(objective: Objective, *, depth: int, n_bins: int, n_outputs: in
                        statistic_columns=() if order_statistics is None
                        else order_statistics.columns,
                        statistic_orders=1 if order_statistics is None
-                       else order_statistics.n_orders)
+                       else order_statistics.n_orders,
+                       one_output_per_tree=one_output_per_tree)

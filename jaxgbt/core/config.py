@@ -37,6 +37,8 @@ Boosting = Literal["plain", "ordered"]
 RowSampling = Literal["bernoulli", "poisson", "goss", "bayesian", "mvs"]
 ScoreFunction = Literal["l2", "cosine"]
 SplitCurvature = Literal["hessian", "weight"]
+# XGBoost's names: one tree a round whose leaves hold every output, or a tree per output.
+MultiStrategy = Literal["multi_output_tree", "one_output_per_tree"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -133,6 +135,11 @@ class BoostConfig:
         differ by order of the rows, when ``statistic_orders`` is above 1.
       statistic_orders: P, the orders the trees take turns on, each with its own
         margins (``core.statistic_orders``); 1 for one order, carried as plain margins.
+      one_output_per_tree: the outputs take turns: round r's tree is grown and its
+        leaves set from output r mod K's g and h alone, the others' leaf values 0
+        (XGBoost's ``multi_strategy="one_output_per_tree"``, grown one output at a time
+        at the margins every tree before it gives); False: every tree holds a value for
+        every output.
     """
 
     loss: Loss
@@ -162,6 +169,7 @@ class BoostConfig:
     leaf_newton_steps: int = 1
     statistic_columns: tuple[int, ...] = ()
     statistic_orders: int = 1
+    one_output_per_tree: bool = False
 
 
 def round_learning_rate(config: BoostConfig, learning_rate: jax.Array,

@@ -231,6 +231,17 @@ def _with_noise(config: BoostConfig, params: BoostParams, data: TrainData, at: D
     return params._replace(split=params.split._replace(noise=ScoreNoise(key, scale)))
 
 
+def _on_output(at: Derivatives, output: jax.Array | None) -> Derivatives:
+    """``at`` with every output's g and h but ``output``'s (bool[K]) set to 0: the
+    round's tree is grown from that output's columns alone, and whatever sets its leaves
+    from these (the Newton leaves of a search by weights or at ordered margins, further
+    Newton steps) gives the others 0 / (0 + l2) = 0. A ``where``, not a product: a
+    product would keep a NaN elsewhere."""
+    if output is None:
+        return at
+    return at._replace(g=jnp.where(output, at.g, 0.0), h=jnp.where(output, at.h, 0.0))
+
+
 def _searched(gh: jax.Array, weight: jax.Array, by_weight: bool) -> jax.Array:
     """The (g, curvature) f32[N, 2K] the split search sums: ``gh`` itself, or with
     ``by_weight`` (``split_curvature="weight"``) each row's weight f32[N, 1] in place of
@@ -316,7 +327,7 @@ def _leaf_sums(config: BoostConfig, at: Derivatives, weight: jax.Array, leaf: ja
 
 def _further_newton_steps(config: BoostConfig, params: BoostParams, data: TrainData,
                           model_raw: jax.Array, weight: jax.Array, leaf: jax.Array,
-                          value: jax.Array) -> jax.Array:
+                          value: jax.Array, output: jax.Array | None = None) -> jax.Array:
     """f32[L, K]: the leaf values ``value`` after ``config.leaf_newton_steps - 1`` more
     Newton steps (``leaves.newton_from``), each on the derivatives at the model's margins
     ``model_raw`` f32[N, K] moved by the leaf values so far (learning rate not applied:
@@ -326,9 +337,11 @@ def _further_newton_steps(config: BoostConfig, params: BoostParams, data: TrainD
     Args:
       weight: f32[N, 1], the round's row weights.
       leaf: i32[N], each row's leaf.
+      output: bool[K], True at the output the tree is of, or None (every output).
     """
     def step(_, value):
-        at = round_derivatives(config, params, data, model_raw + value[leaf])
+        at = _on_output(round_derivatives(config, params, data, model_raw + value[leaf]),
+                        output)
         G, H = _leaf_sums(config, at, weight, leaf)
         return newton_from(value, G, H, params.split)
 
@@ -378,8 +391,12 @@ def _round(config: BoostConfig, params: BoostParams, data: TrainData, margins: M
     taken = tuple(round_derivatives(config, params, data, margins_of(margins))
                   for margins_of in (boosting.structure_margins, boosting.model_margins)
                   if margins_of is not None)
-    at_structure, at_model = taken[0], taken[-1]
     bad_rows = _bad_rows(config, data.weight, taken)
+    output = None  # bool[K]: with one_output_per_tree, the output whose turn it is
+    if config.one_output_per_tree:
+        turn = round_index % config.n_outputs
+        output = jnp.arange(config.n_outputs) == turn
+    at_structure, at_model = _on_output(taken[0], output), _on_output(taken[-1], output)
     row_key, feature_key = round_keys(params.sampling, round_index)
     if config.axis_name is not None:
         # Each device draws its own rows: with one key, every shard would draw the same
@@ -390,10 +407,16 @@ def _round(config: BoostConfig, params: BoostParams, data: TrainData, margins: M
     gh = jnp.concatenate([at_structure.g * weight, at_structure.h * weight], axis=1)
     by_weight = config.split_curvature == "weight"
     learning_rate = round_learning_rate(config, params.learning_rate, round_index)
+    searched = _searched(gh, weight, by_weight)
+    if output is not None:  # a tree of one output: its (g, curvature) columns alone
+        searched = jnp.take(searched, jnp.stack([turn, turn + config.n_outputs]), axis=1)
     tree, leaf, leaf_bounds = _grown_tree(
         config, _with_noise(config, params, data, at_structure, weight, round_index,
-                            learning_rate), data, _searched(gh, weight, by_weight), weight,
-        feature_key)
+                            learning_rate), data, searched, weight, feature_key)
+    if output is not None:  # its values, and any bounds on them, at its output; 0 elsewhere
+        tree = tree._replace(leaf_value=jnp.where(output, tree.leaf_value, 0.0))
+        if leaf_bounds is not None:
+            leaf_bounds = tuple(jnp.where(output, bound, 0.0) for bound in leaf_bounds)
     # The grower's leaf values are the diagonal Newton step at the structure's margins,
     # from the curvature it searched with; set them anew where the model's margins, the
     # loss or a search by weights ask for other ones.
@@ -410,7 +433,7 @@ def _round(config: BoostConfig, params: BoostParams, data: TrainData, margins: M
     if config.leaf_newton_steps > 1:  # spec refuses it with quantile leaves
         tree = tree._replace(leaf_value=_further_newton_steps(
             config, params, data, boosting.model_margins(margins), weight, leaf,
-            tree.leaf_value))
+            tree.leaf_value, output))
     # The leaves no row reached take their ancestors' values, then the constraints
     # hold again, after any refresh of the leaves above.
     tree = tree._replace(leaf_value=fill_empty_leaves(tree.leaf_value, tree.cover))

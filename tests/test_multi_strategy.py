@@ -1,0 +1,76 @@
+"""multi_strategy="one_output_per_tree": the outputs take turns, a tree each."""
+
+import numpy as np
+import pytest
+
+import jaxgbt
+
+RNG = np.random.default_rng(0)
+X = RNG.normal(size=(400, 5)).astype(np.float32)
+# Three independent targets: each output's trees see its own column alone.
+Y = np.column_stack([X[:, 0] + 0.1 * RNG.normal(size=400), 2 * np.sin(X[:, 1]),
+                     X[:, 2] * X[:, 3]]).astype(np.float32)
+CLASSES = (np.digitize(X[:, 0] + 0.5 * X[:, 1] + 0.3 * RNG.normal(size=400), [-0.5, 0.5])
+           ).astype(np.float32)
+PER_OUTPUT = dict(multi_strategy="one_output_per_tree", depth=3)
+
+
+def _outputs_held(model) -> list[list[int]]:
+    """For each tree, the outputs its leaves hold a value other than 0 for."""
+    values = np.asarray(model.leaf_value)
+    return [np.flatnonzero(np.any(tree != 0, axis=0)).tolist() for tree in values]
+
+
+def test_each_output_gets_the_trees_of_a_fit_of_that_output_alone():
+    # Squared error is a sum over outputs, so output k's trees, grown from its own g and
+    # h at the margins the earlier trees give, are those of a one-output fit of column k.
+    kw = dict(random_strength=0.0, learning_rate=0.3, **PER_OUTPUT)
+    model = jaxgbt.fit("multi_squared_error", X, Y, n_trees=12, **kw)
+    assert _outputs_held(model) == [[t % 3] for t in range(12)]
+    kw.pop("multi_strategy")
+    for k in range(3):
+        alone = jaxgbt.fit("squared_error", X, Y[:, k], n_trees=4,
+                           base_score=float(np.mean(Y[:, k], dtype=np.float64)), **kw)
+        np.testing.assert_array_equal(np.asarray(model.feature)[k::3], alone.feature)
+        np.testing.assert_array_equal(np.asarray(model.threshold)[k::3], alone.threshold)
+        np.testing.assert_allclose(np.asarray(model.leaf_value)[k::3, :, k],
+                                   np.asarray(alone.leaf_value)[:, :, 0], atol=1e-6)
+        np.testing.assert_allclose(np.asarray(model.predict(X))[:, k], alone.predict(X),
+                                   atol=1e-5)
+
+
+def test_softmax_classes_take_turns_also_in_a_continued_model():
+    # The Newton leaves of a search by weights and further Newton steps set one class's
+    # values too; the continued model keeps the turn where the first one left it.
+    kw = dict(split_curvature="weight", leaf_newton_steps=2, **PER_OUTPUT)
+    first = jaxgbt.fit("softmax", X, CLASSES, n_trees=7, **kw)
+    model = jaxgbt.fit("softmax", X, CLASSES, n_trees=5, init_model=first, **kw)
+    assert _outputs_held(model) == [[t % 3] for t in range(12)]
+    p = np.asarray(model.predict(X), np.float64)
+    np.testing.assert_allclose(p.sum(axis=1), 1.0, rtol=1e-5)
+
+    def log_loss(p):
+        return -np.mean(np.log(p[np.arange(len(p)), CLASSES.astype(int)]))
+
+    base = np.asarray(model.first_trees(0).predict(X), np.float64)
+    assert log_loss(p) < log_loss(base) - 0.2
+
+
+def test_bounds_of_a_monotone_depthwise_tree_hold_its_output_alone():
+    model = jaxgbt.fit("multi_squared_error", X, Y, n_trees=6, grow_policy="depthwise",
+                       monotone_constraints=[1, 0, 0, 0, 0], **PER_OUTPUT)
+    assert _outputs_held(model) == [[t % 3] for t in range(6)]
+    grid = np.repeat(X[:50], 9, axis=0)
+    grid[:, 0] = np.tile(np.linspace(-2, 2, 9, dtype=np.float32), 50)
+    along = np.asarray(model.predict(grid)).reshape(50, 9, 3)
+    assert np.all(np.diff(along[:, :, 0], axis=1) >= 0)
+
+
+@pytest.mark.parametrize(("loss", "y", "kwargs", "match"), [
+    ("logistic", (CLASSES > 0).astype(np.float32), {}, "needs a loss of several outputs"),
+    ("softmax", CLASSES, {"hessian": "full"}, "hessian='full' couples"),
+    ("softmax", CLASSES, {"multi_strategy": "per_class"}, "multi_strategy"),
+])
+def test_a_strategy_that_cannot_apply_is_refused(loss, y, kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        jaxgbt.fit(loss, X, y, n_trees=2, **{**PER_OUTPUT, **kwargs})
