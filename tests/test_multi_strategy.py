@@ -74,3 +74,38 @@ def test_bounds_of_a_monotone_depthwise_tree_hold_its_output_alone():
 def test_a_strategy_that_cannot_apply_is_refused(loss, y, kwargs, match):
     with pytest.raises(ValueError, match=match):
         jaxgbt.fit(loss, X, y, n_trees=2, **{**PER_OUTPUT, **kwargs})
+
+
+@pytest.mark.parametrize("curvature", ["hessian", "weight"])
+def test_score_noise_of_a_tree_is_scaled_as_its_output_alone(curvature):
+    # Its spread from the output's g and curvature (under a search by weights, that
+    # output's weights alone), its decay from the rounds of that output: those of a
+    # one-output fit, whose round r // K the tree at index r is.
+    import jax.numpy as jnp
+
+    from jaxgbt import spec
+    from jaxgbt.core.config import BoostConfig
+    from jaxgbt.core.round import TrainData, _on_output, _with_noise
+    from jaxgbt.objectives.derivatives import Derivatives
+
+    rates = dict.fromkeys(spec.RATES, 1.0)
+    params = spec.boost_params(0.3, 1.0, 0.0, 0.0, 1.0, 0.0, 0, rates, 1.0, 1.0)
+    weight = jnp.asarray(RNG.uniform(0.5, 2.0, (400, 1)), jnp.float32)
+    data = TrainData(bins=None, y=None, weight=weight[:, 0])
+    g, h = (jnp.asarray(RNG.normal(size=(400, 3)), jnp.float32),
+            jnp.asarray(RNG.uniform(0.1, 1.0, (400, 3)), jnp.float32))
+
+    def scale(n_outputs, at, round_index, **kw):
+        config = BoostConfig(loss=None, depth=3, n_bins=16, n_outputs=n_outputs,
+                             score_noise=True, split_curvature=curvature, **kw)
+        noisy = _with_noise(config, params, data, at, weight, jnp.int32(round_index),
+                            jnp.float32(0.3))
+        return float(noisy.split.noise.scale)
+
+    for round_index in (2, 31):
+        output = jnp.arange(3) == round_index % 3
+        k = round_index % 3
+        per_output = scale(3, _on_output(Derivatives(g, h), output), round_index,
+                           one_output_per_tree=True)
+        alone = scale(1, Derivatives(g[:, k:k + 1], h[:, k:k + 1]), round_index // 3)
+        assert per_output == pytest.approx(alone, rel=1e-6)

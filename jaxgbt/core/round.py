@@ -211,7 +211,8 @@ def _with_noise(config: BoostConfig, params: BoostParams, data: TrainData, at: D
                 weight: jax.Array, round_index: jax.Array, learning_rate: jax.Array
                 ) -> BoostParams:
     """``params`` with the round's ``ScoreNoise`` when ``config.score_noise``; the model
-    length is the rounds before this one times this round's learning rate."""
+    length is the rounds before this one times this round's learning rate (with
+    ``one_output_per_tree``, the rounds of each output: the trees before over K)."""
     if not config.score_noise:
         return params
     # Counted in integers: XLA:CPU splits a float sum over the rows into a windowed sum
@@ -224,8 +225,13 @@ def _with_noise(config: BoostConfig, params: BoostParams, data: TrainData, at: D
     # The noise is in the units of the scores the search ranks, which sum weights in
     # place of Hessians under split_curvature="weight".
     curvature = jnp.ones_like(at.h) if config.split_curvature == "weight" else at.h
+    rounds = round_index
+    if config.one_output_per_tree:  # the round's output alone (``at`` holds its g and h)
+        rounds = round_index // config.n_outputs
+        curvature = jnp.where(jnp.arange(config.n_outputs) == round_index % config.n_outputs,
+                              curvature, 0.0)
     scale = noise_scale(params.random_strength, at.g, curvature, weight, n_rows,
-                        round_index * learning_rate, config.axis_name)
+                        rounds * learning_rate, config.axis_name)
     key = jax.random.fold_in(jax.random.fold_in(params.sampling.key, round_index),
                              _NOISE_STREAM)
     return params._replace(split=params.split._replace(noise=ScoreNoise(key, scale)))
