@@ -56,6 +56,15 @@ def test_softmax_classes_take_turns_also_in_a_continued_model():
     assert log_loss(p) < log_loss(base) - 0.2
 
 
+def test_members_of_a_sweep_are_their_own_fits():
+    kw = dict(n_trees=6, **PER_OUTPUT)
+    many = jaxgbt.fit_many("softmax", X, CLASSES, params={"learning_rate": [0.1, 0.3]}, **kw)
+    for i, rate in enumerate([0.1, 0.3]):
+        alone = jaxgbt.fit("softmax", X, CLASSES, learning_rate=rate, **kw)
+        np.testing.assert_array_equal(many[i].feature, alone.feature)
+        np.testing.assert_array_equal(many[i].predict(X), alone.predict(X))
+
+
 def test_bounds_of_a_monotone_depthwise_tree_hold_its_output_alone():
     model = jaxgbt.fit("multi_squared_error", X, Y, n_trees=6, grow_policy="depthwise",
                        monotone_constraints=[1, 0, 0, 0, 0], **PER_OUTPUT)
