@@ -104,17 +104,17 @@ def test_score_noise_of_a_tree_is_scaled_as_its_output_alone(curvature):
     g, h = (jnp.asarray(RNG.normal(size=(400, 3)), jnp.float32),
             jnp.asarray(RNG.uniform(0.1, 1.0, (400, 3)), jnp.float32))
 
-    def scale(n_outputs, at, round_index, **kw):
+    def scale(n_outputs, at, round_index, output=None, **kw):
         config = BoostConfig(loss=None, depth=3, n_bins=16, n_outputs=n_outputs,
                              score_noise=True, split_curvature=curvature, **kw)
         noisy = _with_noise(config, params, data, at, weight, jnp.int32(round_index),
-                            jnp.float32(0.3))
+                            jnp.float32(0.3), output)
         return float(noisy.split.noise.scale)
 
     for round_index in (2, 31):
         output = jnp.arange(3) == round_index % 3
         k = round_index % 3
-        per_output = scale(3, _on_output(Derivatives(g, h), output), round_index,
+        per_output = scale(3, _on_output(Derivatives(g, h), output), round_index, output,
                            one_output_per_tree=True)
         alone = scale(1, Derivatives(g[:, k:k + 1], h[:, k:k + 1]), round_index // 3)
         assert per_output == pytest.approx(alone, rel=1e-6)

@@ -208,11 +208,13 @@ def noise_scale(random_strength: jax.Array, g: jax.Array, h: jax.Array, weight: 
 
 
 def _with_noise(config: BoostConfig, params: BoostParams, data: TrainData, at: Derivatives,
-                weight: jax.Array, round_index: jax.Array, learning_rate: jax.Array
-                ) -> BoostParams:
+                weight: jax.Array, round_index: jax.Array, learning_rate: jax.Array,
+                output: jax.Array | None = None) -> BoostParams:
     """``params`` with the round's ``ScoreNoise`` when ``config.score_noise``; the model
-    length is the rounds before this one times this round's learning rate (with
-    ``one_output_per_tree``, the rounds of each output: the trees before over K)."""
+    length is the rounds before this one times this round's learning rate. With
+    ``output`` (bool[K], the output a tree of one output is of; ``at`` holds its g and h
+    alone), the curvature is that output's, and the rounds are that output's: the trees
+    before over K."""
     if not config.score_noise:
         return params
     # Counted in integers: XLA:CPU splits a float sum over the rows into a windowed sum
@@ -226,10 +228,9 @@ def _with_noise(config: BoostConfig, params: BoostParams, data: TrainData, at: D
     # place of Hessians under split_curvature="weight".
     curvature = jnp.ones_like(at.h) if config.split_curvature == "weight" else at.h
     rounds = round_index
-    if config.one_output_per_tree:  # the round's output alone (``at`` holds its g and h)
+    if output is not None:
         rounds = round_index // config.n_outputs
-        curvature = jnp.where(jnp.arange(config.n_outputs) == round_index % config.n_outputs,
-                              curvature, 0.0)
+        curvature = jnp.where(output, curvature, 0.0)
     scale = noise_scale(params.random_strength, at.g, curvature, weight, n_rows,
                         rounds * learning_rate, config.axis_name)
     key = jax.random.fold_in(jax.random.fold_in(params.sampling.key, round_index),
@@ -418,7 +419,7 @@ def _round(config: BoostConfig, params: BoostParams, data: TrainData, margins: M
         searched = jnp.take(searched, jnp.stack([turn, turn + config.n_outputs]), axis=1)
     tree, leaf, leaf_bounds = _grown_tree(
         config, _with_noise(config, params, data, at_structure, weight, round_index,
-                            learning_rate), data, searched, weight, feature_key)
+                            learning_rate, output), data, searched, weight, feature_key)
     if output is not None:  # its values, and any bounds on them, at its output; 0 elsewhere
         tree = tree._replace(leaf_value=jnp.where(output, tree.leaf_value, 0.0))
         if leaf_bounds is not None:
