@@ -10,6 +10,8 @@ their categorical columns and names are kept. The fitted ``jaxgbt.Booster`` is
 dependency of jaxgbt: this module needs it (``pip install 'jaxgbt[sklearn]'``).
 """
 
+import inspect
+
 import jax
 import numpy as np
 
@@ -20,6 +22,7 @@ except ImportError as error:  # scikit-learn is optional for the rest of the pac
                       "pip install 'jaxgbt[sklearn]'.") from error
 from sklearn.preprocessing import LabelEncoder
 from sklearn.utils import Tags
+from sklearn.utils.class_weight import compute_sample_weight
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import (
     assert_all_finite,
@@ -65,6 +68,9 @@ def _to_numpy(values) -> np.ndarray:
 class _JaxGBTModel(BaseEstimator):
     """What the three estimators share: parameters, X validation, fit and the fitted
     attributes. Subclasses set ``_default_loss`` and how labels are read."""
+
+    # Other libraries' parameter names, answered with the estimator's own.
+    _other_names = spec.OTHER_LIBRARIES_NAMES
 
     @spec.keywords_checked
     def __init__(self, *, loss=None, n_trees: int = 200, depth: int = 6,
@@ -128,7 +134,8 @@ class _JaxGBTModel(BaseEstimator):
         ValueError with jaxgbt's name for another library's parameter
         (``spec.check_keywords``: ``max_depth`` is ``depth``)."""
         spec.check_keywords([name for name in params if "__" not in name],
-                            self._get_param_names(), type(self).__name__, error=ValueError)
+                            self._get_param_names(), type(self).__name__, error=ValueError,
+                            renamed=self._other_names)
         return super().set_params(**params)
 
     def __sklearn_tags__(self) -> Tags:
@@ -292,6 +299,13 @@ class JaxGBTRegressor(RegressorMixin, _JaxGBTModel):
         return _to_numpy(self.booster_.predict(X, base_margin=base_margin))
 
 
+def _with_keyword(init, name: str, default=None) -> inspect.Signature:
+    """``init``'s signature with one more keyword-only parameter ``name``."""
+    signature = inspect.signature(init)
+    extra = inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default)
+    return signature.replace(parameters=[*signature.parameters.values(), extra])
+
+
 class JaxGBTClassifier(ClassifierMixin, _JaxGBTModel):
     """Gradient-boosted trees for classification, fitted by ``jaxgbt.fit``.
 
@@ -300,18 +314,32 @@ class JaxGBTClassifier(ClassifierMixin, _JaxGBTModel):
     means ``"logistic"`` for two classes and ``"softmax"`` for more. A custom loss
     function sees those indices; it then gets one margin per row (two classes) or K
     (more), and ``link`` defaults to the sigmoid or the softmax to give probabilities.
+    ``class_weight`` weighs the training rows by their class, as in scikit-learn's
+    classifiers: None (every class 1), ``{label: weight}`` (labels not named weigh 1) or
+    ``"balanced"`` (N / (K * the class's row count)), multiplying ``sample_weight``.
     Other parameters are ``jaxgbt.fit``'s settings; see ``JaxGBTRegressor`` for the
     attributes, plus ``classes_`` and ``n_classes_``.
     """
 
     _default_loss = None  # by the number of classes, at fit
+    _other_names = spec.CLASSIFIER_NAMES
+
+    def __init__(self, *, class_weight=None, **settings):
+        super().__init__(**settings)
+        self.class_weight = class_weight
+
+    # scikit-learn reads an estimator's parameters from its constructor's signature, and
+    # the check of the keywords reads the same signature.
+    __init__.__signature__ = _with_keyword(_JaxGBTModel.__init__, "class_weight")
+    __init__ = spec.classifier_keywords_checked(__init__)
 
     @spec.keywords_checked
     def fit(self, X, y, *, sample_weight=None, eval_set=None, eval_metric=None,
             early_stopping_rounds=None, callbacks=(), categorical_features=None,
             init_model=None, base_margin=None, eval_base_margin=None) -> "JaxGBTClassifier":
         """Fits the model; arguments as in ``JaxGBTRegressor.fit``, y holding class
-        labels of any type (those of ``eval_set`` must be among them)."""
+        labels of any type (those of ``eval_set`` must be among them). ``class_weight``
+        multiplies the training rows' ``sample_weight``; validation sets keep theirs."""
         X = self._validated_X(X, reset=True, categorical_features=categorical_features)
         y = _finite_labels(y, None)
         check_classification_targets(y)
@@ -324,7 +352,8 @@ class JaxGBTClassifier(ClassifierMixin, _JaxGBTModel):
         loss, n_outputs, link = self._classifier_loss()
         return self._fit(X, y, loss=loss, n_outputs=n_outputs, link=link,
                          fit_y=encoder.transform(y).astype(np.float32),
-                         sample_weight=sample_weight,
+                         sample_weight=_class_weighted(self.class_weight, y, self.classes_,
+                                                       sample_weight),
                          eval_set=_read_eval_set(eval_set, lambda v: _encoded(encoder, v)),
                          eval_metric=eval_metric, early_stopping_rounds=early_stopping_rounds,
                          callbacks=callbacks, categorical_features=categorical_features,
@@ -453,6 +482,34 @@ def _check_some_weight(sample_weight) -> None:
     if weight is not None and weight.size and not np.any(weight != 0):
         raise ValueError("sample_weight is zero for every row: no row would count in the "
                          "fit. Give at least one row a positive weight.")
+
+
+def _class_weighted(class_weight, y, classes, sample_weight) -> np.ndarray | None:
+    """The training rows' weights f64[N]: ``sample_weight`` (None: 1) times each row's
+    class weight; ``sample_weight`` as given when ``class_weight`` is None."""
+    if class_weight is None:
+        return sample_weight
+    if isinstance(class_weight, dict):
+        known = set(classes.tolist())
+        unknown = [label for label in class_weight if label not in known]
+        if unknown:
+            raise ValueError(f"class_weight names labels {unknown[:5]} that y does not hold; "
+                             f"the classes are {classes.tolist()}.")
+        values = np.asarray(list(class_weight.values()), dtype=np.float64)
+        if not np.all(np.isfinite(values) & (values >= 0)):
+            raise ValueError(f"class_weight holds weights {values.tolist()}; each must be a "
+                             "finite number >= 0.")
+    elif not (isinstance(class_weight, str) and class_weight == "balanced"):
+        raise ValueError(f"class_weight={class_weight!r} is not understood; pass None, "
+                         "'balanced' or a dict {label: weight}.")
+    weight = compute_sample_weight(class_weight, y)
+    if sample_weight is None:
+        return weight
+    sample_weight = np.asarray(sample_weight, dtype=np.float64)
+    if sample_weight.shape != weight.shape:
+        raise ValueError(f"sample_weight has shape {sample_weight.shape} but y has "
+                         f"{weight.shape[0]} rows; pass one weight per row.")
+    return sample_weight * weight
 
 
 def _encoded(encoder: LabelEncoder, labels) -> np.ndarray:

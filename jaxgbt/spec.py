@@ -48,6 +48,11 @@ NONNEGATIVE = ("l2", "l1", "min_split_gain", "min_child_weight", "min_data_in_le
 TRACED = ("learning_rate", *NONNEGATIVE, "base_score", "sample_weight", "seed", *RATES)
 
 
+# The other libraries' ways to weigh rows by their class: XGBoost's scale_pos_weight,
+# LightGBM's class_weight and is_unbalance, CatBoost's class_weights and auto_class_weights.
+CLASS_WEIGHT_NAMES = ("scale_pos_weight", "class_weight", "class_weights", "auto_class_weights",
+                      "is_unbalance")
+
 # The names XGBoost, LightGBM, CatBoost and scikit-learn's HistGradientBoosting give
 # fit's settings, where jaxgbt's differ: a keyword jaxgbt does not take is answered with
 # its own name (``check_keywords``). A value is jaxgbt's keyword, then what else to know.
@@ -84,8 +89,9 @@ OTHER_LIBRARIES_NAMES = {
     **dict.fromkeys(("objective", "loss_function"), "loss"),
     "num_class": "n_outputs, which softmax reads from the labels",
     "init_score": "base_margin",
-    **dict.fromkeys(("weight", "scale_pos_weight", "class_weight"),
-                    "sample_weight, one weight per row"),
+    "weight": "sample_weight, one weight per row",
+    **dict.fromkeys(CLASS_WEIGHT_NAMES, "sample_weight, one weight per row; JaxGBTClassifier "
+                                        "takes class_weight ('balanced' or {label: weight})"),
     "monotonic_cst": "monotone_constraints",
     "interaction_cst": "interaction_constraints",
     "top_rate": "goss_top_rate",
@@ -152,6 +158,13 @@ def check_keywords(given: Iterable[str], accepted: Collection[str], where: str,
 
 # Decorates fit and the other calls that take its settings as keywords.
 keywords_checked = check.keywords_checked(renamed=OTHER_LIBRARIES_NAMES, instead=FIT_INSTEAD)
+
+# JaxGBTClassifier's constructor answers the class-weight names with its class_weight.
+CLASSIFIER_NAMES = {**OTHER_LIBRARIES_NAMES,
+                    **dict.fromkeys(CLASS_WEIGHT_NAMES, "class_weight, 'balanced' or "
+                                                        "{label: weight}")}
+classifier_keywords_checked = check.keywords_checked(renamed=CLASSIFIER_NAMES,
+                                                     instead=FIT_INSTEAD)
 
 
 def check_mode(value, name: str, mode) -> str:

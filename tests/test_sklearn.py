@@ -101,7 +101,8 @@ def test_constructor_mirrors_fit_with_its_defaults():
     assert set(fit_parameters) == set(_FIT_SETTINGS) | _PER_FIT | _NOT_EXPOSED
     for cls in (JaxGBTRegressor, JaxGBTClassifier, JaxGBTRanker):
         params = cls().get_params()
-        assert set(params) == set(_FIT_SETTINGS) | {"loss"}
+        own = {"class_weight"} if cls is JaxGBTClassifier else set()
+        assert set(params) == set(_FIT_SETTINGS) | {"loss"} | own
         for name in _FIT_SETTINGS:
             assert params[name] == fit_parameters[name].default, name
         fit_arguments = set(inspect.signature(cls.fit).parameters) - {"self", "X", "y"}
@@ -212,6 +213,66 @@ def test_positive_integer_weights_equal_repeated_rows(binary):
     weighted = JaxGBTRegressor(**SMALL).fit(X, y, sample_weight=weight)
     repeated = JaxGBTRegressor(**SMALL).fit(X.repeat(weight, axis=0), y.repeat(weight))
     np.testing.assert_allclose(weighted.predict(X), repeated.predict(X), rtol=1e-5, atol=1e-6)
+
+
+@pytest.fixture(scope="module")
+def adult_numeric():
+    """Adult's numeric columns (bundled), 1,000 training rows and 2,000 test rows, with
+    the income labels as they are: about a quarter of the rows earn ">50K"."""
+    from jaxgbt.datasets import load_adult
+
+    train, test = load_adult()
+    numeric = train.select_dtypes("number").columns
+    return (train[numeric][:1000].to_numpy(np.float32), train["income"][:1000].to_numpy(),
+            test[numeric][:2000].to_numpy(np.float32), test["income"][:2000].to_numpy())
+
+
+def test_class_weight_weighs_the_rows_of_each_class(adult_numeric):
+    X, y, X_test, y_test = adult_numeric
+    # "balanced": N / (K x the class's rows), as scikit-learn's classifiers weigh them.
+    classes, counts = np.unique(y, return_counts=True)
+    balanced_rows = (len(y) / (2 * counts.astype(np.float64)))[np.searchsorted(classes, y)]
+    balanced = JaxGBTClassifier(class_weight="balanced", **SMALL).fit(X, y)
+    by_rows = JaxGBTClassifier(**SMALL).fit(X, y, sample_weight=balanced_rows)
+    np.testing.assert_array_equal(balanced.predict_proba(X_test), by_rows.predict_proba(X_test))
+    # A dict multiplies the rows' own weights; labels it does not name weigh 1.
+    weight = np.random.default_rng(2).uniform(0.5, 2.0, len(y))
+    named = JaxGBTClassifier(class_weight={">50K": 3.0}, **SMALL).fit(X, y, sample_weight=weight)
+    by_rows = JaxGBTClassifier(**SMALL).fit(X, y, sample_weight=weight * np.where(
+        y == ">50K", 3.0, 1.0))
+    np.testing.assert_array_equal(named.predict_proba(X_test), by_rows.predict_proba(X_test))
+    # Weighing the rarer class up trades precision for its recall on held-out rows.
+    plain = JaxGBTClassifier(**SMALL).fit(X, y)
+    rich = y_test == ">50K"
+    recall = {name: (model.predict(X_test)[rich] == ">50K").mean()
+              for name, model in (("plain", plain), ("balanced", balanced))}
+    assert recall["balanced"] > recall["plain"] + 0.15, recall
+    assert (balanced.predict(X_test) == ">50K").mean() > (plain.predict(X_test) == ">50K").mean()
+
+
+@pytest.mark.parametrize("class_weight, match", [
+    ({"maybe": 2.0}, r"class_weight names labels \['maybe'\] that y does not hold"),
+    ({">50K": -1.0}, "each must be a finite number >= 0"),
+    ("auto", "pass None, 'balanced' or a dict"),
+], ids=["unknown label", "negative weight", "unknown value"])
+def test_a_bad_class_weight_is_refused_before_fitting(adult_numeric, class_weight, match):
+    X, y, _, _ = adult_numeric
+    model = JaxGBTClassifier(class_weight=class_weight, **SMALL)
+    with pytest.raises(ValueError, match=match):
+        model.fit(X, y)
+    assert not hasattr(model, "booster_")
+
+
+def test_class_weight_names_of_other_libraries_are_answered():
+    with pytest.raises(TypeError, match=r"'auto_class_weights' \(jaxgbt calls it class_weight"):
+        JaxGBTClassifier(auto_class_weights="Balanced")
+    with pytest.raises(ValueError, match=r"'scale_pos_weight' \(jaxgbt calls it class_weight"):
+        JaxGBTClassifier().set_params(scale_pos_weight=3.0)
+    with pytest.raises(TypeError, match=r"'class_weight' \(jaxgbt calls it sample_weight, "
+                                        r"one weight per row; JaxGBTClassifier takes"):
+        jaxgbt.fit("logistic", np.zeros((4, 1)), np.array([0.0, 1.0, 0.0, 1.0]),
+                   class_weight="balanced")
+    assert clone(JaxGBTClassifier(class_weight="balanced")).class_weight == "balanced"
 
 
 # -- validation sets, pickle, ranking ---------------------------------------------------
