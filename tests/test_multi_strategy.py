@@ -2,6 +2,7 @@
 
 import numpy as np
 import pytest
+from conftest import two_devices
 
 import jaxgbt
 
@@ -63,6 +64,19 @@ def test_members_of_a_sweep_are_their_own_fits():
         alone = jaxgbt.fit("softmax", X, CLASSES, learning_rate=rate, **kw)
         np.testing.assert_array_equal(many[i].feature, alone.feature)
         np.testing.assert_array_equal(many[i].predict(X), alone.predict(X))
+
+
+@two_devices
+def test_rows_split_over_devices_take_the_same_turns():
+    # Each device's rows mask the other outputs alike; the histograms' sums over devices
+    # give the one-device trees.
+    kw = dict(n_trees=6, n_bins=16, **PER_OUTPUT)
+    one = jaxgbt.fit("softmax", X, CLASSES, **kw)
+    every = jaxgbt.fit("softmax", X, CLASSES, devices="all", **kw)
+    assert _outputs_held(every) == [[t % 3] for t in range(6)]
+    np.testing.assert_array_equal(every.feature, one.feature)
+    np.testing.assert_array_equal(every.threshold, one.threshold)
+    np.testing.assert_allclose(every.leaf_value, one.leaf_value, rtol=1e-5, atol=1e-6)
 
 
 def test_bounds_of_a_monotone_depthwise_tree_hold_its_output_alone():
