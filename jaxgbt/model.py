@@ -18,6 +18,7 @@ from jaxgbt.data.categorical import Encoder
 from jaxgbt.data.transfer import batch_rows, to_device, zero_padded_rows
 from jaxgbt.data.validation import (
     check_base_margin,
+    check_classes,
     check_predict_X,
     is_traced,
     keywords_checked,
@@ -82,6 +83,11 @@ class Booster:
         (XGBoost's cover). An internal node's cover is the sum over its leaves. Read by
         TreeSHAP and ``feature_importance("cover")``, never by ``predict``; None for
         models loaded from files written before covers were stored.
+      classes: the class labels of a classification model, or None (static): label k is
+        class k's, the one whose probability is column k of ``predict`` (two labels for a
+        one-output model, whose ``predict`` is the probability of the second). Set by
+        ``JaxGBTClassifier`` and the command line, which train on class indices
+        0..K-1 in place of labels of any type (``with_classes``).
     """
 
     feature: jax.Array
@@ -100,6 +106,7 @@ class Booster:
     history: dict[str, jax.Array] | None = None
     encoder: Encoder | None = None
     cover: jax.Array | None = None
+    classes: tuple | None = dataclasses.field(default=None, metadata=dict(static=True))
 
     def __getstate__(self) -> dict:
         """The fields for pickle, a built-in objective by its name: built-ins hold
@@ -294,6 +301,17 @@ class Booster:
             return margin
         return np.concatenate([margin, np.zeros((padded_rows - n_rows, self.n_outputs),
                                                 np.float32)])
+
+    def with_classes(self, classes) -> "Booster":
+        """The model with its class labels (``classes``): a sequence of distinct labels,
+        strings, numbers or booleans, one per output (two for a one-output model).
+
+        Raises:
+          ValueError: the wrong number of labels, repeated labels, or a label that is
+            not a string, a finite number or a boolean.
+        """
+        self._check_one_model()
+        return dataclasses.replace(self, classes=check_classes(classes, self.n_outputs))
 
     def first_trees(self, n_trees: int) -> "Booster":
         """The model made of the first n_trees trees."""
@@ -626,12 +644,13 @@ def _for_prediction(model: Booster) -> Booster:
     """The model without its training record, names and covers, which prediction does
     not read (so that models differing only in them share one compiled program)."""
     return dataclasses.replace(model, best_round=None, history=None, feature_names=None,
-                               cover=None)
+                               cover=None, classes=None)
 
 
 def _for_explaining(model: Booster) -> Booster:
     """The model without the fields explanations do not read (its covers kept)."""
-    return dataclasses.replace(model, best_round=None, history=None, feature_names=None)
+    return dataclasses.replace(model, best_round=None, history=None, feature_names=None,
+                               classes=None)
 
 
 @functools.partial(jax.jit, static_argnames=("raw_columns", "interactions"))

@@ -166,12 +166,14 @@ class _JaxGBTModel(BaseEstimator):
 
     def _fit(self, X, y, *, loss, fit_y, sample_weight, eval_set, eval_metric,
              early_stopping_rounds, callbacks, categorical_features, init_model,
-             group=None, n_outputs=None, link=None, base_margin=None, eval_base_margin=None):
+             group=None, n_outputs=None, link=None, base_margin=None, eval_base_margin=None,
+             classes=None):
         """Fits the Booster on validated labels ``fit_y`` and sets the fitted attributes.
 
         Args:
           eval_set: entries as ``jaxgbt.fit`` takes them, labels already as ``fit_y``.
           link: replaces the ``link`` parameter when given (a classifier's default).
+          classes: a classifier's labels, which the Booster keeps (``Booster.classes``).
         """
         _check_some_weight(sample_weight)
         settings = {name: getattr(self, name) for name in _FIT_SETTINGS}
@@ -184,7 +186,7 @@ class _JaxGBTModel(BaseEstimator):
                       early_stopping_rounds=early_stopping_rounds, callbacks=callbacks,
                       categorical_features=categorical_features, init_model=init_model,
                       base_margin=base_margin, eval_base_margin=eval_base_margin, **settings)
-        self.booster_ = booster
+        self.booster_ = booster if classes is None else booster.with_classes(classes)
         self.best_iteration_ = (None if booster.best_round is None
                                 else int(booster.best_round))
         self.evals_result_ = _evals_result(booster.history, eval_set)
@@ -358,7 +360,7 @@ class JaxGBTClassifier(ClassifierMixin, _JaxGBTModel):
                          eval_metric=eval_metric, early_stopping_rounds=early_stopping_rounds,
                          callbacks=callbacks, categorical_features=categorical_features,
                          init_model=init_model, base_margin=base_margin,
-                         eval_base_margin=eval_base_margin)
+                         eval_base_margin=eval_base_margin, classes=self.classes_)
 
     def _classifier_loss(self):
         """(loss, n_outputs, link) for ``jaxgbt.fit`` from ``loss`` and the class count."""

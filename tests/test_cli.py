@@ -127,6 +127,35 @@ def test_softmax_writes_one_probability_column_per_class(files):
     np.testing.assert_allclose(probabilities.sum(axis=1), 1.0, rtol=1e-5)
 
 
+def test_text_labels_train_a_classifier_whose_predictions_name_them(files):
+    # Two of the city labels (rome adds 1 to the price): the loss is logistic unless
+    # given, the file keeps the labels, and predict writes the likeliest label and each
+    # class's probability.
+    table = tables.read_table(files / "data.csv")
+    keep = np.isin(table["city"], ["oslo", "rome"])
+    _write_csv(files / "two.csv", ["x0", "price", "city"],
+               zip(table["x0"][keep], table["price"][keep], table["city"][keep], strict=True))
+    runner = CliRunner()
+    result = runner.invoke(app, ["train", str(files / "two.csv"), "-t", "city", *TINY,
+                                 "-o", str(files / "city.jgbt")])
+    assert result.exit_code == 0, result.output
+    assert "2 classes ('oslo', 'rome')" in result.output
+    model = jaxgbt.load(files / "city.jgbt")
+    assert model.objective.name == "logistic" and model.classes == ("oslo", "rome")
+    result = runner.invoke(app, ["predict", str(files / "city.jgbt"), str(files / "two.csv")])
+    assert result.exit_code == 0, result.output
+    header, *rows = result.stdout.splitlines()
+    assert header == "label,class_oslo,class_rome"
+    labels = np.array([row.split(",")[0] for row in rows])
+    proba = np.array([row.split(",")[1:] for row in rows], np.float64)
+    expected = np.asarray(model.predict(np.column_stack([table["x0"][keep],
+                                                         table["price"][keep]])))
+    np.testing.assert_array_equal(proba[:, 1].astype(np.float32), expected)
+    np.testing.assert_allclose(proba.sum(axis=1), 1.0, rtol=1e-6)
+    np.testing.assert_array_equal(labels, np.where(expected > 0.5, "rome", "oslo"))
+    assert (labels == table["city"][keep]).mean() > 0.75
+
+
 @pytest.mark.parametrize(("args", "message"), [
     (["train", "data.csv", "-t", "nope", "-l", "logistic"],
      "data.csv has no column 'nope' (the target); its columns are ['x0', 'x1', 'city'"),
@@ -137,7 +166,13 @@ def test_softmax_writes_one_probability_column_per_class(files):
      "unknown setting(s) ['max_depth'] (max_depth: jaxgbt calls it depth)"),
     (["train", "data.csv", "-t", "price"], "no loss: give --loss NAME"),
     (["train", "data.csv", "-t", "city", "-l", "logistic"],
-     "the target column 'city' holds text"),
+     "the target column 'city' has 32 empty cells"),
+    (["train", "data.csv", "-t", "id", "-l", "squared_error"],
+     "the target column holds the text labels ['r0', 'r1', 'r10', 'r100', 'r101'], but loss "
+     "'squared_error' is not a classification loss"),
+    (["train", "data.csv", "-t", "id", "-l", "logistic"],
+     "the target column holds 120 classes ['r0', 'r1', 'r10', 'r100', 'r101'], but loss "
+     "'logistic' takes 2; give --loss softmax"),
     (["train", "data.csv", "-t", "price", "-l", "squared_error", "--config", "none.toml"],
      "config file none.toml not found"),
     (["predict", "nothing.jgbt", "data.csv"], "nothing.jgbt: no such model file"),

@@ -101,6 +101,13 @@ BAD_FILES = {
     "checksum not a digest": lambda src, dst: _rewrite(
         src, dst, lambda h: h["sha256"].update({"feature.npy": "0" * 63})),
     "checksums missing": lambda src, dst: _rewrite(src, dst, lambda h: h.pop("sha256")),
+    "one class label": lambda src, dst: _rewrite(src, dst, lambda h: h.update(classes=["a"])),
+    "repeated class labels": lambda src, dst: _rewrite(
+        src, dst, lambda h: h.update(classes=["a", "a"])),
+    "a class label not a scalar": lambda src, dst: _rewrite(
+        src, dst, lambda h: h.update(classes=["a", {"b": 1}])),
+    "class labels not a list": lambda src, dst: _rewrite(
+        src, dst, lambda h: h.update(classes="ab")),
 }
 
 
@@ -113,6 +120,28 @@ def test_load_rejects_bad_files(model_and_data, tmp_path, case):
     BAD_FILES[case](good, bad)
     with pytest.raises(ModelFormatError, match="not a valid jaxgbt model"):
         jaxgbt.load(bad)
+
+
+def test_class_labels_round_trip_and_are_checked(model_and_data, tmp_path):
+    model, X = model_and_data
+    labelled = model.with_classes(np.array(["no", "yes"]))
+    assert labelled.classes == ("no", "yes") and type(labelled.classes[0]) is str
+    labelled.save(tmp_path / "m.jgbt")
+    loaded = jaxgbt.load(tmp_path / "m.jgbt")
+    assert loaded.classes == ("no", "yes")
+    assert loaded.dump()["classes"] == ["no", "yes"]
+    np.testing.assert_array_equal(loaded.predict(X), model.predict(X))
+    assert jaxgbt.load(_saved(model, tmp_path / "plain.jgbt")).classes is None
+    for bad, match in (([0, 1, 2], "3 labels but the model has 1 output, which is 2 classes"),
+                       ([1.0, np.nan], "a label must be a string, a finite number"),
+                       (["a", "a"], "repeated labels")):
+        with pytest.raises(ValueError, match=match):
+            model.with_classes(bad)
+
+
+def _saved(model, path):
+    model.save(path)
+    return path
 
 
 def test_load_missing_file_raises_file_not_found(tmp_path):

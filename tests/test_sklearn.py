@@ -136,6 +136,7 @@ def test_labels_of_any_type_round_trip(binary, labels):
     model = JaxGBTClassifier(**SMALL).fit(X, labels[y])
     assert model.classes_.tolist() == labels.tolist()
     assert model.booster_.objective.name == "logistic"
+    assert model.booster_.classes == tuple(labels.tolist())  # kept in its files too
     proba = model.predict_proba(X)
     assert isinstance(proba, np.ndarray) and proba.shape == (200, 2)
     np.testing.assert_allclose(proba.sum(axis=1), 1, rtol=1e-6)

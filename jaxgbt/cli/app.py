@@ -32,6 +32,7 @@ from jaxgbt.config_files import ConfigError, apply_overrides, read_config
 from jaxgbt.fitting import fit
 from jaxgbt.model import load
 from jaxgbt.model_selection import cv as cross_validate
+from jaxgbt.objectives import resolve
 from jaxgbt.version import __version__
 
 USAGE_ERROR = 2  # click's and argparse's status for bad usage
@@ -148,8 +149,8 @@ def train(
                    categorical=categorical, group=group, weight=weight, drop=drop)
     settings = collect_settings(config, assignments, options, allowed_settings(fit))
     rows, data_settings = read_training_data(data, settings)
+    loss_name = chosen_loss(settings, rows)
     fit_kwargs = dict(settings, verbose=0 if quiet else settings.get("verbose", 1))
-    loss_name = fit_kwargs.pop("loss")
     train_rows, eval_set = holdout(rows, data_settings.get("eval_fraction"),
                                    fit_kwargs.get("seed", 0))
     if eval_set is not None:
@@ -158,9 +159,12 @@ def train(
                 group=train_rows.group, categorical_features=rows.categorical or None,
                 feature_names=rows.feature_names, eval_set=eval_set,
                 **with_column_indices(fit_kwargs, rows.feature_names))
+    if rows.classes is not None:
+        model = model.with_classes(rows.classes)
     model.save(out)
     typer.echo(f"jaxgbt: saved {out}: {model.n_trees} trees of depth {model.depth}, "
-               f"{model.n_features} features{_best_text(model)}", err=True)
+               f"{model.n_features} features{_classes_text(model)}{_best_text(model)}",
+               err=True)
 
 
 @app.command()
@@ -178,7 +182,8 @@ def predict(
     """Write a CSV of MODEL's predictions for the rows of DATA.
 
     One column (prediction), or one per class (class_0, ...: softmax probabilities) or
-    output.
+    output. A model trained on text labels writes the likeliest one (label) and each
+    class's probability (class_<label>).
     """
     if not model_path.is_file():
         raise FileNotFoundError(f"{model_path}: no such model file.")
@@ -211,7 +216,7 @@ def cv_command(
         "eval_fraction", "early_stopping_rounds", "verbose"}
     settings = collect_settings(config, assignments, options, allowed)
     rows, _ = read_training_data(data, settings)
-    loss_name = settings.pop("loss")
+    loss_name = chosen_loss(settings, rows)
     result = cross_validate(loss_name, category_codes(rows.X), rows.y, sample_weight=rows.weight,
                             group=rows.group, categorical_features=rows.categorical or None,
                             feature_names=rows.feature_names,
@@ -279,10 +284,37 @@ def collect_settings(config: Path | None, assignments: list[str] | None,
                            + (f" ({'; '.join(hints)})" if hints else "")
                            + "; settings are fit keywords and " + ", ".join(DATA_SETTINGS)
                            + ".")
-    for key, option in (("target", "--target COLUMN"), ("loss", "--loss NAME")):
-        if key not in settings:
-            raise UsageProblem(f"no {key}: give {option} (or {key} = ... in --config).")
+    if "target" not in settings:
+        raise UsageProblem("no target: give --target COLUMN (or target = ... in --config).")
     return settings
+
+
+def chosen_loss(settings: dict, rows: "Rows") -> str:
+    """The loss to fit, taken out of ``settings``: the one given, or for a target of
+    text labels the classifier's default (logistic for 2 classes, softmax for more).
+
+    Raises:
+      UsageProblem: no loss for a numeric target; for text labels, a loss that is not
+        a classification loss, or a one-output one with more than 2 classes.
+    """
+    loss = settings.pop("loss", None)
+    if rows.classes is None:
+        if loss is None:
+            raise UsageProblem("no loss: give --loss NAME (or loss = ... in --config).")
+        return loss
+    classes = list(rows.classes)
+    if loss is None:
+        return "logistic" if len(classes) == 2 else "softmax"
+    objective = resolve(loss)
+    if not objective.classification:
+        raise UsageProblem(f"the target column holds the text labels {classes[:5]}, but "
+                           f"loss {loss!r} is not a classification loss; give --loss "
+                           "logistic or softmax, or leave --loss out.")
+    if objective.n_outputs is None and len(classes) > 2:
+        raise UsageProblem(f"the target column holds {len(classes)} classes {classes[:5]}, "
+                           f"but loss {loss!r} takes 2; give --loss softmax, or leave "
+                           "--loss out.")
+    return loss
 
 
 def _names(value, setting: str) -> list[str]:
@@ -332,6 +364,8 @@ class Rows(NamedTuple):
       group: i64[N] query ids or None.
       feature_names: the F feature columns' names.
       categorical: the indices of the categorical features.
+      classes: a target column of text labels' classes, sorted (y then holds their
+        indices), or None.
     """
 
     X: np.ndarray
@@ -340,6 +374,7 @@ class Rows(NamedTuple):
     group: np.ndarray | None
     feature_names: tuple[str, ...]
     categorical: list[int]
+    classes: tuple[str, ...] | None = None
 
 
 def read_training_data(path: Path, settings: dict) -> tuple[Rows, dict]:
@@ -369,16 +404,28 @@ def read_training_data(path: Path, settings: dict) -> tuple[Rows, dict]:
                                f"features are {list(features)}.")
     categorical = [j for j, name in enumerate(features)
                    if name in declared or table[name].dtype == object]
-    y = table[target]
-    if y.dtype == object:
-        examples = sorted({v for v in y[:1000] if v is not None})[:3]
-        raise UsageProblem(f"the target column {target!r} holds text such as {examples}; "
-                           "jaxgbt needs numbers: write classes as 0..K-1.")
+    y, classes = class_indices(table[target], target)
     rows = Rows(X=feature_matrix(table, features, bool(categorical)), y=y,
                 weight=None if weight is None else _numbers(table[weight], weight),
                 group=None if group is None else _query_ids(table[group]),
-                feature_names=features, categorical=categorical)
+                feature_names=features, categorical=categorical, classes=classes)
     return rows, data_settings
+
+
+def class_indices(column: np.ndarray, name: str) -> tuple[np.ndarray, tuple | None]:
+    """(y, classes): a column of numbers as it is, with None; a column of text labels
+    as f64 class indices 0..K-1 of its sorted labels, with those labels."""
+    if column.dtype != object:
+        return column, None
+    empty = sum(value is None for value in column)
+    if empty:
+        raise UsageProblem(f"the target column {name!r} has {empty} empty cells; drop those "
+                           "rows or fill in their labels.")
+    classes, indices = np.unique(column.astype(str), return_inverse=True)
+    if len(classes) < 2:
+        raise UsageProblem(f"the target column {name!r} holds one label, {classes[0]!r}; "
+                           "a classifier needs at least 2 classes.")
+    return indices.astype(np.float64), tuple(classes.tolist())
 
 
 def feature_matrix(table: dict[str, np.ndarray], names, as_objects: bool) -> np.ndarray:
@@ -472,7 +519,14 @@ def prediction_features(table: dict[str, np.ndarray], path: Path, model) -> np.n
 
 def prediction_columns(values: np.ndarray, model, raw: bool) -> dict[str, np.ndarray]:
     """Predictions f64[N] or f64[N, K] as named CSV columns: ``prediction``, or
-    ``class_k`` (class probabilities of a classifier) or ``output_k``."""
+    ``class_k`` (class probabilities of a classifier) or ``output_k``; for a model with
+    class labels (``Booster.classes``), ``label`` (the likeliest class's) and
+    ``class_<label>`` (each class's probability)."""
+    if model.classes is not None and not raw:
+        proba = values if values.ndim == 2 else np.column_stack([1 - values, values])
+        labels = np.array([str(label) for label in model.classes], dtype=object)
+        return {"label": labels[np.argmax(proba, axis=1)],
+                **{f"class_{label}": proba[:, k] for k, label in enumerate(labels)}}
     if values.ndim == 1:
         return {"raw" if raw else "prediction": values}
     stem = "class" if model.objective.classification and not raw else "output"
@@ -480,6 +534,13 @@ def prediction_columns(values: np.ndarray, model, raw: bool) -> dict[str, np.nda
 
 
 # Reports -----------------------------------------------------------------------------------
+
+
+def _classes_text(model) -> str:
+    if model.classes is None:
+        return ""
+    shown = ", ".join(map(repr, model.classes[:5])) + (", ..." if len(model.classes) > 5 else "")
+    return f", {len(model.classes)} classes ({shown})"
 
 
 def _best_text(model) -> str:

@@ -166,15 +166,16 @@ def _from_text(fields: np.ndarray) -> np.ndarray:
 
 
 def write_csv(out, columns: dict[str, np.ndarray]) -> None:
-    """Writes equal-length columns of numbers as CSV with a header line to the file
-    ``out`` (stdout for None or ``-``); each value as float32's shortest exact text
-    (predictions are float32)."""
+    """Writes equal-length columns as CSV with a header line to the file ``out`` (stdout
+    for None or ``-``): numbers as float32's shortest exact text (predictions are
+    float32), a column of objects (labels) as each one's text."""
     names = list(columns)
-    values = np.column_stack([np.asarray(columns[name], np.float32) for name in names])
+    texts = [np.asarray(columns[name]).astype(str) if np.asarray(columns[name]).dtype == object
+             else np.asarray(columns[name], np.float32).astype(str) for name in names]
     with _text_stream(out) as stream:
         writer = csv.writer(stream, lineterminator="\n")
         writer.writerow(names)
-        writer.writerows([[str(v) for v in row] for row in values])
+        writer.writerows(zip(*texts, strict=True))
 
 
 @contextlib.contextmanager

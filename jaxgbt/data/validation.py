@@ -7,6 +7,7 @@ are converted to new arrays or read-only views; nothing the caller passed is mod
 import difflib
 import functools
 import inspect
+import math
 import numbers
 from collections.abc import Callable, Collection, Iterable, Mapping
 
@@ -104,12 +105,14 @@ def check_X(X, name: str = "X") -> np.ndarray:
 _MSG_STRING_LABELS = """\
 {name} must hold numbers; it holds strings such as {examples}. Encode classes as the \
 integers 0..K-1 first: classes, y = np.unique(y, return_inverse=True) (prediction column k \
-is then classes[k]), or use jaxgbt.JaxGBTClassifier, which does it for you."""
+is then classes[k]; model.with_classes(classes) keeps them with the model), or use \
+jaxgbt.JaxGBTClassifier, which does it for you."""
 
 _MSG_CLASS_LABELS = """\
 {name} holds the labels {found}; loss {loss!r} needs {needs}. Encode them first: \
-classes, y = np.unique(y, return_inverse=True) (prediction column k is then classes[k]), \
-or use jaxgbt.JaxGBTClassifier, which does it for you."""
+classes, y = np.unique(y, return_inverse=True) (prediction column k is then classes[k]; \
+model.with_classes(classes) keeps them with the model), or use jaxgbt.JaxGBTClassifier, \
+which does it for you."""
 
 
 def check_y(y, n_rows: int, objective, *, n_outputs: int | None = None, kind: str = "row",
@@ -477,3 +480,29 @@ def keywords_checked(renamed: Mapping[str, str] = {}, instead: Mapping[str, str]
         return checked
 
     return decorator
+
+
+def check_classes(classes, n_outputs: int) -> tuple:
+    """``classes`` as a tuple of Python scalars (NumPy's converted), checked as the
+    labels of a model of ``n_outputs`` outputs (``Booster.with_classes``, and a model
+    file's ``classes``)."""
+    labels = tuple(np.asarray(classes, dtype=object).tolist()) if not isinstance(
+        classes, (str, bytes)) else None
+    if labels is None or any(isinstance(label, (list, tuple)) for label in labels):
+        raise ValueError(f"classes must be a sequence of labels, one per class; got "
+                         f"{classes!r}.")
+    labels = tuple(label.item() if isinstance(label, np.generic) else label
+                   for label in labels)
+    expected = 2 if n_outputs == 1 else n_outputs
+    if len(labels) != expected:
+        raise ValueError(f"classes holds {len(labels)} labels but the model has "
+                         f"{n_outputs} output{'s' if n_outputs > 1 else ''}, which "
+                         f"{'is' if n_outputs == 1 else 'are'} {expected} classes.")
+    for label in labels:
+        number = isinstance(label, (int, float)) and not isinstance(label, bool)
+        if not (isinstance(label, (str, bool)) or (number and math.isfinite(label))):
+            raise ValueError(f"classes holds {label!r}; a label must be a string, a "
+                             "finite number or a boolean.")
+    if len(set(labels)) != len(labels):
+        raise ValueError(f"classes holds repeated labels: {list(labels)}.")
+    return labels

@@ -36,7 +36,8 @@ def dump(model, path=None) -> dict:
 
     Returns:
       {"format", "version", "jaxgbt_version", "objective", "link", "base_score",
-      "n_features", "feature_names", "n_outputs", "vector_output", "grow_policy", "depth",
+      "n_features", "feature_names", "n_outputs", "vector_output", "classes", "grow_policy",
+      "depth",
       "n_trees", "best_round", "learning_rate_applied", "split_columns", "categorical",
       "trees"}.
     """
@@ -55,6 +56,7 @@ def dump(model, path=None) -> dict:
         "feature_names": list(names),
         "n_outputs": int(np.shape(model.leaf_value)[-1]),
         "vector_output": model.vector_output,
+        "classes": None if getattr(model, "classes", None) is None else list(model.classes),
         "grow_policy": model.grow_policy,
         "depth": model.depth,
         "n_trees": model.n_trees,

@@ -17,6 +17,9 @@ A model with categorical features adds the optional header field "categorical", 
 arrays categories.npy and category_stats.npy, and labels.json (the category labels);
 files without them load as before. A model with column names adds the optional header
 field "feature_names" (a list of F distinct strings); files without it load with None.
+A classification model that knows its labels adds the optional header field "classes"
+(a list of distinct strings, numbers or booleans, one per class); files without it load
+with None.
 Version 2 adds the array cover.npy (f32[T, 2**D], each leaf's training Hessian sum),
 optional: version 1 files, and models without covers, load with ``cover=None``.
 Version 3 adds the header field "sha256" (each member's SHA-256, verified before the
@@ -39,6 +42,7 @@ import numpy as np
 from jaxgbt.core.dtypes import MAX_DEPTH, MAX_TREES
 from jaxgbt.core.layout import GROW_POLICIES, n_splits
 from jaxgbt.data import categorical
+from jaxgbt.data.validation import check_classes
 from jaxgbt.io.archive import (
     fail,
     header_int,
@@ -109,6 +113,8 @@ def save(model, path) -> None:
         header["grow_policy"] = model.grow_policy
     if getattr(model, "feature_names", None) is not None:
         header["feature_names"] = list(model.feature_names)
+    if getattr(model, "classes", None) is not None:
+        header["classes"] = list(model.classes)
     members = {}
     if model.encoder is not None:
         header["categorical"], encoder_arrays, labels = _encoder_record(model.encoder)
@@ -199,6 +205,7 @@ def read_model(path, link: Link | None = None) -> dict:
         fail(path, "leaf values add up to margins beyond the float32 range")
     best_round, history = _read_training_record(header, T, path)
     feature_names = _read_feature_names(header, F, path)
+    classes = _read_classes(header, arrays["leaf_value"].shape[-1], path)
     objective = by_name(name)
     if objective is None:
         objective = Objective(name=name, loss=None)
@@ -211,7 +218,8 @@ def read_model(path, link: Link | None = None) -> dict:
     return dict(**{k: jnp.asarray(v) for k, v in arrays.items()}, objective=objective,
                 n_features=F, vector_output=vector_output, grow_policy=grow_policy,
                 feature_names=feature_names, best_round=best_round, history=history,
-                encoder=encoder, cover=None if cover is None else jnp.asarray(cover))
+                encoder=encoder, cover=None if cover is None else jnp.asarray(cover),
+                classes=classes)
 
 
 def _read_feature_names(header: dict, n_features: int, path) -> tuple[str, ...] | None:
@@ -225,6 +233,19 @@ def _read_feature_names(header: dict, n_features: int, path) -> tuple[str, ...] 
     if len(set(names)) != len(names):
         fail(path, "feature_names must be distinct")
     return tuple(names)
+
+
+def _read_classes(header: dict, n_outputs: int, path) -> tuple | None:
+    """The optional class labels of a header (``check_classes``; None when absent)."""
+    classes = header.get("classes")
+    if classes is None:
+        return None
+    if not isinstance(classes, list):
+        fail(path, "classes must be a list of labels")
+    try:
+        return check_classes(classes, n_outputs)
+    except ValueError as error:
+        fail(path, str(error))
 
 
 def _read_training_record(header: dict, n_trees: int, path):
