@@ -32,6 +32,7 @@ from sklearn.utils.validation import (
 )
 
 from jaxgbt import spec
+from jaxgbt.data.validation import keywords_checked
 from jaxgbt.evaluation import metrics
 from jaxgbt.fitting import fit
 from jaxgbt.objectives import Objective
@@ -53,6 +54,18 @@ _FIT_SETTINGS = (
     "goss_other_rate", "colsample_bytree", "colsample_bylevel", "colsample_bynode",
     "monotone_constraints", "interaction_constraints", "one_hot_max_size",
     "statistic_orders", "target_statistic", "verbose", "devices")
+
+
+# XGBoost's and LightGBM's options of their estimators' predict, answered with the
+# keyword or method that gives the same here.
+_PREDICT_CHECKED = keywords_checked(
+    renamed=dict.fromkeys(("num_iteration", "iteration_range", "ntree_limit"),
+                          "n_trees, the count of first trees to use"),
+    instead={**dict.fromkeys(("output_margin", "raw_score"),
+                             "booster_.predict_raw(X) gives the margins, as does a "
+                             "classifier's decision_function(X)"),
+             "pred_contrib": "booster_.shap_values(X) gives them",
+             "pred_leaf": "booster_.leaf_index(X) gives them"})
 
 
 def _is_frame(X) -> bool:
@@ -200,11 +213,11 @@ class _JaxGBTModel(BaseEstimator):
         total = gain.sum()
         return gain / total if total > 0 else np.zeros_like(gain)
 
-    def _raw(self, X, base_margin=None) -> np.ndarray:
+    def _raw(self, X, base_margin=None, n_trees=None) -> np.ndarray:
         """Raw margins: f32[N], or f32[N, K] for vector-output models."""
         check_is_fitted(self, "booster_")
         X = self._validated_X(X, reset=False)
-        return _to_numpy(self.booster_.predict_raw(X, base_margin=base_margin))
+        return _to_numpy(self.booster_.predict_raw(X, n_trees=n_trees, base_margin=base_margin))
 
 
 def _read_eval_set(eval_set, labels) -> list | None:
@@ -293,12 +306,14 @@ class JaxGBTRegressor(RegressorMixin, _JaxGBTModel):
                          init_model=init_model, base_margin=base_margin,
                          eval_base_margin=eval_base_margin)
 
-    def predict(self, X, base_margin=None) -> np.ndarray:
+    @_PREDICT_CHECKED
+    def predict(self, X, base_margin=None, n_trees=None) -> np.ndarray:
         """f32[N]: the predictions (the loss's inverse link applied to the margins);
-        ``base_margin``: the rows' starting margins when the fit had them."""
+        ``base_margin``: the rows' starting margins when the fit had them; ``n_trees``:
+        the first trees to use (default: all, or up to ``best_iteration_``)."""
         check_is_fitted(self, "booster_")
         X = self._validated_X(X, reset=False)
-        return _to_numpy(self.booster_.predict(X, base_margin=base_margin))
+        return _to_numpy(self.booster_.predict(X, n_trees=n_trees, base_margin=base_margin))
 
 
 def _with_keyword(init, name: str, default=None) -> inspect.Signature:
@@ -374,29 +389,35 @@ class JaxGBTClassifier(ClassifierMixin, _JaxGBTModel):
         link = self.link if self.link is not None else (_sigmoid if binary else _softmax)
         return self.loss, (None if binary else self.n_classes_), link
 
-    def decision_function(self, X, base_margin=None) -> np.ndarray:
+    @_PREDICT_CHECKED
+    def decision_function(self, X, base_margin=None, n_trees=None) -> np.ndarray:
         """Raw margins: f32[N] (two classes: the margin of ``classes_[1]``) or f32[N, K];
-        ``base_margin`` as for ``predict``."""
-        return self._raw(X, base_margin)
+        ``base_margin`` and ``n_trees`` as for ``predict_proba``."""
+        return self._raw(X, base_margin, n_trees)
 
-    def predict_proba(self, X, base_margin=None) -> np.ndarray:
+    @_PREDICT_CHECKED
+    def predict_proba(self, X, base_margin=None, n_trees=None) -> np.ndarray:
         """f32[N, K]: class probabilities, columns in the order of ``classes_``;
-        ``base_margin``: the rows' starting margins when the fit had them."""
+        ``base_margin``: the rows' starting margins when the fit had them; ``n_trees``:
+        the first trees to use (default: all, or up to ``best_iteration_``)."""
         check_is_fitted(self, "booster_")
         X = self._validated_X(X, reset=False)
-        proba = _to_numpy(self.booster_.predict(X, base_margin=base_margin))
+        proba = _to_numpy(self.booster_.predict(X, n_trees=n_trees, base_margin=base_margin))
         if proba.ndim == 1:
             proba = np.stack([1 - proba, proba], axis=1)
         return proba
 
-    def predict_log_proba(self, X, base_margin=None) -> np.ndarray:
+    @_PREDICT_CHECKED
+    def predict_log_proba(self, X, base_margin=None, n_trees=None) -> np.ndarray:
         """f32[N, K]: the log of ``predict_proba``."""
         with np.errstate(divide="ignore"):
-            return np.log(self.predict_proba(X, base_margin))
+            return np.log(self.predict_proba(X, base_margin, n_trees))
 
-    def predict(self, X, base_margin=None) -> np.ndarray:
-        """Labels of shape (N,): the most probable class of each row, from ``classes_``."""
-        proba = self.predict_proba(X, base_margin)  # first: an unfitted model says so
+    @_PREDICT_CHECKED
+    def predict(self, X, base_margin=None, n_trees=None) -> np.ndarray:
+        """Labels of shape (N,): the most probable class of each row, from ``classes_``
+        (``base_margin`` and ``n_trees`` as for ``predict_proba``)."""
+        proba = self.predict_proba(X, base_margin, n_trees)  # first: an unfitted model says so
         return self.classes_[np.argmax(proba, axis=1)]
 
 
@@ -441,9 +462,11 @@ class JaxGBTRanker(_JaxGBTModel):
                          init_model=init_model, base_margin=base_margin,
                          eval_base_margin=eval_base_margin)
 
-    def predict(self, X, base_margin=None) -> np.ndarray:
-        """f32[N]: ranking scores, higher first (``base_margin`` as for the regressor)."""
-        return self._raw(X, base_margin)
+    @_PREDICT_CHECKED
+    def predict(self, X, base_margin=None, n_trees=None) -> np.ndarray:
+        """f32[N]: ranking scores, higher first (``base_margin`` and ``n_trees`` as for
+        the regressor)."""
+        return self._raw(X, base_margin, n_trees)
 
     def score(self, X, y, group=None, sample_weight=None) -> float:
         """The mean NDCG over the queries of ``group`` (all rows one query when None);

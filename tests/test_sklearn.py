@@ -296,6 +296,22 @@ def test_eval_set_early_stopping_and_pickle(binary):
         model.fit(X, labels[y], eval_set=[(X, np.full(200, "maybe"))])
 
 
+def test_predictions_of_the_first_trees(binary):
+    X, y = binary
+    labels = np.array(["no", "yes"])
+    model = JaxGBTClassifier(**SMALL).fit(X, labels[y])
+    first = model.booster_.first_trees(3)
+    np.testing.assert_array_equal(model.predict_proba(X, n_trees=3)[:, 1], first.predict(X))
+    np.testing.assert_array_equal(model.decision_function(X, n_trees=3), first.predict_raw(X))
+    np.testing.assert_array_equal(model.predict(X, n_trees=3),
+                                  labels[(np.asarray(first.predict(X)) > 0.5).astype(int)])
+    assert not np.array_equal(model.predict_proba(X), model.predict_proba(X, n_trees=3))
+    with pytest.raises(TypeError, match=r"'num_iteration' \(jaxgbt calls it n_trees"):
+        model.predict_proba(X, num_iteration=3)
+    with pytest.raises(TypeError, match=r"'raw_score' \(booster_.predict_raw\(X\) gives"):
+        JaxGBTRegressor(**SMALL).fit(X, y).predict(X, raw_score=True)
+
+
 def test_init_model_continues_a_fitted_estimator(binary):
     X, y = binary
     first = JaxGBTRegressor(**SMALL).fit(X, y)
