@@ -26,6 +26,7 @@ from sklearn.utils.class_weight import compute_sample_weight
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import (
     assert_all_finite,
+    check_array,
     check_is_fitted,
     column_or_1d,
     validate_data,
@@ -270,6 +271,11 @@ class JaxGBTRegressor(RegressorMixin, _JaxGBTModel):
 
     _default_loss = "squared_error"
 
+    def __sklearn_tags__(self) -> Tags:
+        tags = super().__sklearn_tags__()
+        tags.target_tags.multi_output = True  # y of shape (N, K): multi_squared_error
+        return tags
+
     @spec.keywords_checked
     def fit(self, X, y, *, sample_weight=None, eval_set=None, eval_metric=None,
             early_stopping_rounds=None, callbacks=(), categorical_features=None,
@@ -278,7 +284,9 @@ class JaxGBTRegressor(RegressorMixin, _JaxGBTModel):
 
         Args:
           X: array-like of shape (N, F) or a DataFrame; NaN marks a missing value.
-          y: array-like of shape (N,), finite.
+          y: array-like of shape (N,), finite; or (N, K) for K targets, fitted as one
+            model whose leaves hold K values (``loss=None``: ``"multi_squared_error"``;
+            a loss function is given ``n_outputs=K``).
           sample_weight: array-like of shape (N,), non-negative, or None.
           eval_set: a list of ``(X, y)`` or ``(X, y, sample_weight)`` validation sets
             (or dicts as ``jaxgbt.fit`` takes them), scored after every round.
@@ -297,9 +305,14 @@ class JaxGBTRegressor(RegressorMixin, _JaxGBTModel):
           eval_base_margin: with ``base_margin``: one such array per ``eval_set`` entry.
         """
         X = self._validated_X(X, reset=True, categorical_features=categorical_features)
-        y = _finite_labels(y, np.float64)
-        return self._fit(X, y, loss=self._default_loss if self.loss is None else self.loss,
-                         fit_y=y, sample_weight=sample_weight,
+        y = _regression_targets(y)
+        loss, n_outputs = self.loss, None
+        if y.ndim == 2:  # several targets: one tree a round with a leaf value for each
+            loss = "multi_squared_error" if loss is None else loss
+            n_outputs = y.shape[1] if callable(loss) and not isinstance(
+                loss, (str, Objective)) else None
+        return self._fit(X, y, loss=self._default_loss if loss is None else loss,
+                         n_outputs=n_outputs, fit_y=y, sample_weight=sample_weight,
                          eval_set=_read_eval_set(eval_set, _identity),
                          eval_metric=eval_metric, early_stopping_rounds=early_stopping_rounds,
                          callbacks=callbacks, categorical_features=categorical_features,
@@ -308,7 +321,8 @@ class JaxGBTRegressor(RegressorMixin, _JaxGBTModel):
 
     @_PREDICT_CHECKED
     def predict(self, X, base_margin=None, n_trees=None) -> np.ndarray:
-        """f32[N]: the predictions (the loss's inverse link applied to the margins);
+        """f32[N] (f32[N, K] for K targets): the predictions (the loss's inverse link
+        applied to the margins);
         ``base_margin``: the rows' starting margins when the fit had them; ``n_trees``:
         the first trees to use (default: all, or up to ``best_iteration_``)."""
         check_is_fitted(self, "booster_")
@@ -499,6 +513,18 @@ def _finite_labels(y, dtype) -> np.ndarray:
     y = column_or_1d(y, dtype=dtype, warn=True)
     assert_all_finite(y, input_name="y")
     return y
+
+
+def _regression_targets(y) -> np.ndarray:
+    """y as f64[N], or f64[N, K] for K > 1 targets (a column vector warns and is
+    flattened, as scikit-learn's single-output estimators do), without NaN or inf."""
+    if y is None:
+        return _finite_labels(y, np.float64)
+    y = check_array(y, ensure_2d=False, dtype=np.float64, ensure_all_finite=True,
+                    input_name="y")
+    if y.ndim == 2 and y.shape[1] > 1:
+        return y
+    return _finite_labels(y, np.float64)
 
 
 def _check_some_weight(sample_weight) -> None:
