@@ -20,8 +20,9 @@ try:
 except ImportError as error:  # scikit-learn is optional for the rest of the package
     raise ImportError("jaxgbt's scikit-learn estimators need scikit-learn; install it with "
                       "pip install 'jaxgbt[sklearn]'.") from error
+from sklearn.model_selection import train_test_split
 from sklearn.preprocessing import LabelEncoder
-from sklearn.utils import Tags
+from sklearn.utils import Tags, _safe_indexing
 from sklearn.utils.class_weight import compute_sample_weight
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import (
@@ -84,9 +85,9 @@ class _JaxGBTModel(BaseEstimator):
     attributes. Subclasses set ``_default_loss`` and how labels are read."""
 
     # Other libraries' parameter names, answered with the estimator's own.
-    _other_names = spec.OTHER_LIBRARIES_NAMES
+    _other_names = spec.ESTIMATOR_NAMES
 
-    @spec.keywords_checked
+    @spec.estimator_keywords_checked
     def __init__(self, *, loss=None, n_trees: int = 200, depth: int = 6,
                  grow_policy: str = "oblivious", max_leaves=None, learning_rate=0.1,
                  n_bins: int = 256,
@@ -102,7 +103,8 @@ class _JaxGBTModel(BaseEstimator):
                  colsample_bylevel=1.0, colsample_bynode=1.0, monotone_constraints=None,
                  interaction_constraints=None,
                  one_hot_max_size: int | None = None, statistic_orders: int | None = None,
-                 target_statistic: str | None = None, verbose: int = 0, devices=None):
+                 target_statistic: str | None = None, verbose: int = 0, devices=None,
+                 eval_fraction: float | None = None):
         self.loss = loss
         self.n_trees = n_trees
         self.depth = depth
@@ -142,6 +144,7 @@ class _JaxGBTModel(BaseEstimator):
         self.target_statistic = target_statistic
         self.verbose = verbose
         self.devices = devices
+        self.eval_fraction = eval_fraction
 
     def set_params(self, **params):
         """scikit-learn's ``set_params``; a name the estimator does not take raises its
@@ -181,15 +184,30 @@ class _JaxGBTModel(BaseEstimator):
     def _fit(self, X, y, *, loss, fit_y, sample_weight, eval_set, eval_metric,
              early_stopping_rounds, callbacks, categorical_features, init_model,
              group=None, n_outputs=None, link=None, base_margin=None, eval_base_margin=None,
-             classes=None):
-        """Fits the Booster on validated labels ``fit_y`` and sets the fitted attributes.
+             classes=None, class_weighted=None):
+        """Fits the Booster on validated labels ``fit_y`` and sets the fitted attributes;
+        with ``eval_fraction``, on the rows it does not hold out.
 
         Args:
           eval_set: entries as ``jaxgbt.fit`` takes them, labels already as ``fit_y``.
           link: replaces the ``link`` parameter when given (a classifier's default).
-          classes: a classifier's labels, which the Booster keeps (``Booster.classes``).
+          classes: a classifier's labels, which the Booster keeps (``Booster.classes``);
+            the rows held out are then drawn class by class.
+          class_weighted: a classifier's ``(fit_y, sample_weight) -> weights`` of the
+            training rows (its ``class_weight``).
         """
         _check_some_weight(sample_weight)
+        if self.eval_fraction is not None:
+            if eval_set is not None:
+                raise ValueError("eval_set and eval_fraction were both given; the "
+                                 "validation set is one or the other.")
+            X, fit_y, sample_weight, base_margin, group, eval_set, eval_base_margin = (
+                _held_out(self.eval_fraction, self.seed, X, fit_y, sample_weight,
+                          base_margin, group, stratify=classes is not None))
+            if early_stopping_rounds is None:
+                early_stopping_rounds = spec.DEFAULT_EARLY_STOPPING_ROUNDS
+        if class_weighted is not None:
+            sample_weight = class_weighted(fit_y, sample_weight)
         settings = {name: getattr(self, name) for name in _FIT_SETTINGS}
         if link is not None:
             settings["link"] = link
@@ -258,7 +276,10 @@ class JaxGBTRegressor(RegressorMixin, _JaxGBTModel):
     Parameters are ``jaxgbt.fit``'s settings, with the same names and defaults; ``loss``
     is any loss ``jaxgbt.fit`` takes (a built-in name such as ``"huber@1.0"``, an
     ``Objective``, or a function ``loss(y_i, f_i)`` in ``jax.numpy``); None means
-    ``"squared_error"``. See docs/sklearn.md.
+    ``"squared_error"``. ``eval_fraction`` (all three estimators): the share of the rows
+    ``fit`` holds out as the validation set, with early stopping (after 50 rounds
+    without improvement unless ``fit`` is given ``early_stopping_rounds``); None holds
+    none out. See docs/sklearn.md.
 
     Attributes:
       booster_: the fitted ``jaxgbt.Booster``.
@@ -383,8 +404,10 @@ class JaxGBTClassifier(ClassifierMixin, _JaxGBTModel):
         loss, n_outputs, link = self._classifier_loss()
         return self._fit(X, y, loss=loss, n_outputs=n_outputs, link=link,
                          fit_y=encoder.transform(y).astype(np.float32),
-                         sample_weight=_class_weighted(self.class_weight, y, self.classes_,
-                                                       sample_weight),
+                         sample_weight=sample_weight,
+                         class_weighted=lambda codes, weight: _class_weighted(
+                             self.class_weight, self.classes_[codes.astype(np.int64)],
+                             self.classes_, weight),
                          eval_set=_read_eval_set(eval_set, lambda v: _encoded(encoder, v)),
                          eval_metric=eval_metric, early_stopping_rounds=early_stopping_rounds,
                          callbacks=callbacks, categorical_features=categorical_features,
@@ -513,6 +536,48 @@ def _finite_labels(y, dtype) -> np.ndarray:
     y = column_or_1d(y, dtype=dtype, warn=True)
     assert_all_finite(y, input_name="y")
     return y
+
+
+def _held_out(fraction, seed, X, y, sample_weight, base_margin, group, stratify: bool):
+    """The rows ``fraction`` holds out as the validation set, drawn from ``seed`` (class
+    by class when ``stratify``; whole queries when there is a ``group``).
+
+    Returns:
+      (X, y, sample_weight, base_margin, group) of the rows kept, the ``eval_set`` of
+      the rows held out, and its ``eval_base_margin`` (None without a base margin).
+    """
+    if not isinstance(fraction, (float, int)) or isinstance(fraction, bool) or not (
+            0 < fraction < 1):
+        raise ValueError(f"eval_fraction={fraction!r} must be a number strictly between 0 "
+                         "and 1 (the share of the rows held out), or None.")
+    n_rows = len(y)
+    rows = np.arange(n_rows)
+    if group is None:
+        kept, held = train_test_split(rows, test_size=fraction, random_state=seed,
+                                      stratify=y if stratify else None)
+    else:  # whole queries, each kept in its order
+        queries = np.unique(group)
+        if len(queries) < 2:
+            raise ValueError("eval_fraction holds out whole queries, and group has one; "
+                             "pass eval_set, or several queries.")
+        _, held_queries = train_test_split(queries, test_size=fraction, random_state=seed)
+        held_rows = np.isin(group, held_queries)
+        kept, held = rows[~held_rows], rows[held_rows]
+    kept, held = np.sort(kept), np.sort(held)
+
+    def part(values, index):
+        return None if values is None else _safe_indexing(values, index)
+
+    entry = {"name": "valid_0", "X": part(X, held), "y": y[held]}
+    if sample_weight is not None:
+        entry["sample_weight"] = np.asarray(sample_weight)[held]
+    if group is not None:
+        entry["group"] = group[held]
+    eval_base_margin = None if base_margin is None else [part(np.asarray(base_margin), held)]
+    return (part(X, kept), y[kept], None if sample_weight is None else
+            np.asarray(sample_weight)[kept], part(None if base_margin is None else
+                                                  np.asarray(base_margin), kept),
+            None if group is None else group[kept], [entry], eval_base_margin)
 
 
 def _regression_targets(y) -> np.ndarray:

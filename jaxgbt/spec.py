@@ -159,10 +159,19 @@ def check_keywords(given: Iterable[str], accepted: Collection[str], where: str,
 # Decorates fit and the other calls that take its settings as keywords.
 keywords_checked = check.keywords_checked(renamed=OTHER_LIBRARIES_NAMES, instead=FIT_INSTEAD)
 
-# JaxGBTClassifier's constructor answers the class-weight names with its class_weight.
-CLASSIFIER_NAMES = {**OTHER_LIBRARIES_NAMES,
+# The patience of early stopping on a validation set held out by eval_fraction (the
+# command line's --eval-fraction, the scikit-learn estimators' eval_fraction).
+DEFAULT_EARLY_STOPPING_ROUNDS = 50
+
+# The scikit-learn estimators' constructors answer scikit-learn's validation_fraction
+# with their eval_fraction, and JaxGBTClassifier's the class-weight names with its
+# class_weight.
+ESTIMATOR_NAMES = {**OTHER_LIBRARIES_NAMES, "validation_fraction": "eval_fraction"}
+CLASSIFIER_NAMES = {**ESTIMATOR_NAMES,
                     **dict.fromkeys(CLASS_WEIGHT_NAMES, "class_weight, 'balanced' or "
                                                         "{label: weight}")}
+estimator_keywords_checked = check.keywords_checked(renamed=ESTIMATOR_NAMES,
+                                                    instead=FIT_INSTEAD)
 classifier_keywords_checked = check.keywords_checked(renamed=CLASSIFIER_NAMES,
                                                      instead=FIT_INSTEAD)
 

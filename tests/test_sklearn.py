@@ -105,7 +105,7 @@ def test_constructor_mirrors_fit_with_its_defaults():
     assert set(fit_parameters) == set(_FIT_SETTINGS) | _PER_FIT | _NOT_EXPOSED
     for cls in (JaxGBTRegressor, JaxGBTClassifier, JaxGBTRanker):
         params = cls().get_params()
-        own = {"class_weight"} if cls is JaxGBTClassifier else set()
+        own = {"eval_fraction"} | ({"class_weight"} if cls is JaxGBTClassifier else set())
         assert set(params) == set(_FIT_SETTINGS) | {"loss"} | own
         for name in _FIT_SETTINGS:
             assert params[name] == fit_parameters[name].default, name
@@ -332,6 +332,53 @@ def test_several_targets_are_one_multi_output_model(binary):
     custom = JaxGBTRegressor(loss=lambda t, f: 0.5 * jnp.sum((t - f) ** 2), learning_rate=0.5,
                              **SMALL).fit(X, Y)
     np.testing.assert_allclose(custom.predict(X), prediction, atol=1e-5)
+
+
+def test_eval_fraction_holds_out_a_validation_set_and_stops_early(binary):
+    # The rows held out are drawn class by class from the seed; the fit is then the one
+    # with those rows as its eval_set and early stopping after 50 rounds.
+    from sklearn.model_selection import train_test_split
+
+    X, y = binary
+    settings = dict(n_trees=96, depth=3, n_bins=16, learning_rate=0.5, seed=3)
+    model = JaxGBTClassifier(eval_fraction=0.25, **settings).fit(X, y)
+    kept, held = (np.sort(part) for part in train_test_split(
+        np.arange(200), test_size=0.25, random_state=3, stratify=y))
+    explicit = JaxGBTClassifier(**settings).fit(X[kept], y[kept],
+                                                eval_set=[(X[held], y[held])],
+                                                early_stopping_rounds=50)
+    assert model.best_iteration_ == explicit.best_iteration_ < 95
+    np.testing.assert_array_equal(model.predict_proba(X), explicit.predict_proba(X))
+    assert len(model.evals_result_["valid_0"]["logloss"]) == model.booster_.n_trees
+
+
+def test_eval_fraction_holds_out_whole_queries(binary):
+    from sklearn.model_selection import train_test_split
+
+    X, y = binary
+    group = np.repeat(np.arange(20), 10)
+    settings = dict(n_trees=16, depth=3, n_bins=16)
+    model = JaxGBTRanker(eval_fraction=0.3, **settings).fit(X, y, group=group)
+    _, held_queries = train_test_split(np.arange(20), test_size=0.3, random_state=0)
+    held = np.isin(group, held_queries)
+    explicit = JaxGBTRanker(**settings).fit(X[~held], y[~held], group=group[~held],
+                                            eval_set=[(X[held], y[held])],
+                                            eval_group=[group[held]],
+                                            early_stopping_rounds=50)
+    np.testing.assert_array_equal(model.predict(X), explicit.predict(X))
+    np.testing.assert_array_equal(model.evals_result_["valid_0"]["ndcg@10"],
+                                  explicit.evals_result_["valid_0"]["ndcg@10"])
+
+
+def test_a_bad_eval_fraction_is_refused_before_fitting(binary):
+    X, y = binary
+    for fraction in (0.0, 1.5, "0.2", True):
+        with pytest.raises(ValueError, match="must be a number strictly between 0 and 1"):
+            JaxGBTRegressor(eval_fraction=fraction, **SMALL).fit(X, y)
+    with pytest.raises(ValueError, match="eval_set and eval_fraction were both given"):
+        JaxGBTRegressor(eval_fraction=0.2, **SMALL).fit(X, y, eval_set=[(X, y)])
+    with pytest.raises(TypeError, match=r"'validation_fraction' \(jaxgbt calls it eval_fraction"):
+        JaxGBTRegressor(validation_fraction=0.1)
 
 
 def test_init_model_continues_a_fitted_estimator(binary):

@@ -36,7 +36,7 @@ from jaxgbt.objectives import resolve
 from jaxgbt.version import __version__
 
 USAGE_ERROR = 2  # click's and argparse's status for bad usage
-DEFAULT_EARLY_STOPPING_ROUNDS = 50
+DEFAULT_EARLY_STOPPING_ROUNDS = spec.DEFAULT_EARLY_STOPPING_ROUNDS
 # Settings that are not fit keywords: where the data are in the file.
 DATA_SETTINGS = ("target", "group", "weight", "categorical", "drop", "eval_fraction")
 # fit keywords the command line fills from the data (or that take Python objects), and
