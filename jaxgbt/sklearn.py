@@ -343,9 +343,9 @@ class JaxGBTRegressor(RegressorMixin, _JaxGBTModel):
     @_PREDICT_CHECKED
     def predict(self, X, base_margin=None, n_trees=None) -> np.ndarray:
         """f32[N] (f32[N, K] for K targets): the predictions (the loss's inverse link
-        applied to the margins);
-        ``base_margin``: the rows' starting margins when the fit had them; ``n_trees``:
-        the first trees to use (default: all, or up to ``best_iteration_``)."""
+        applied to the margins); ``base_margin``: the rows' starting margins when the fit
+        had them; ``n_trees``: the first trees to use (default: all, or up to
+        ``best_iteration_``)."""
         check_is_fitted(self, "booster_")
         X = self._validated_X(X, reset=False)
         return _to_numpy(self.booster_.predict(X, n_trees=n_trees, base_margin=base_margin))
@@ -555,7 +555,7 @@ def _held_out(fraction, seed, X, y, sample_weight, base_margin, group, stratify:
     if group is None:
         kept, held = train_test_split(rows, test_size=fraction, random_state=seed,
                                       stratify=y if stratify else None)
-    else:  # whole queries, each kept in its order
+    else:  # whole queries
         queries = np.unique(group)
         if len(queries) < 2:
             raise ValueError("eval_fraction holds out whole queries, and group has one; "
@@ -563,21 +563,19 @@ def _held_out(fraction, seed, X, y, sample_weight, base_margin, group, stratify:
         _, held_queries = train_test_split(queries, test_size=fraction, random_state=seed)
         held_rows = np.isin(group, held_queries)
         kept, held = rows[~held_rows], rows[held_rows]
-    kept, held = np.sort(kept), np.sort(held)
+    kept, held = np.sort(kept), np.sort(held)  # each query's rows stay contiguous
+    weight = None if sample_weight is None else np.asarray(sample_weight)
+    margin = None if base_margin is None else np.asarray(base_margin)
 
     def part(values, index):
         return None if values is None else _safe_indexing(values, index)
 
     entry = {"name": "valid_0", "X": part(X, held), "y": y[held]}
-    if sample_weight is not None:
-        entry["sample_weight"] = np.asarray(sample_weight)[held]
-    if group is not None:
-        entry["group"] = group[held]
-    eval_base_margin = None if base_margin is None else [part(np.asarray(base_margin), held)]
-    return (part(X, kept), y[kept], None if sample_weight is None else
-            np.asarray(sample_weight)[kept], part(None if base_margin is None else
-                                                  np.asarray(base_margin), kept),
-            None if group is None else group[kept], [entry], eval_base_margin)
+    entry.update({key: values[held] for key, values in (("sample_weight", weight),
+                                                        ("group", group))
+                  if values is not None})
+    return (part(X, kept), y[kept], part(weight, kept), part(margin, kept),
+            part(group, kept), [entry], None if margin is None else [margin[held]])
 
 
 def _regression_targets(y) -> np.ndarray:

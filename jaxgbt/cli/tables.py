@@ -170,8 +170,9 @@ def write_csv(out, columns: dict[str, np.ndarray]) -> None:
     for None or ``-``): numbers as float32's shortest exact text (predictions are
     float32), a column of objects (labels) as each one's text."""
     names = list(columns)
-    texts = [np.asarray(columns[name]).astype(str) if np.asarray(columns[name]).dtype == object
-             else np.asarray(columns[name], np.float32).astype(str) for name in names]
+    arrays = [np.asarray(columns[name]) for name in names]
+    texts = [a.astype(str) if a.dtype == object else a.astype(np.float32).astype(str)
+             for a in arrays]
     with _text_stream(out) as stream:
         writer = csv.writer(stream, lineterminator="\n")
         writer.writerow(names)

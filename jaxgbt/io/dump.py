@@ -36,10 +36,9 @@ def dump(model, path=None) -> dict:
 
     Returns:
       {"format", "version", "jaxgbt_version", "objective", "link", "base_score",
-      "n_features", "feature_names", "n_outputs", "vector_output", "classes", "grow_policy",
-      "depth",
-      "n_trees", "best_round", "learning_rate_applied", "split_columns", "categorical",
-      "trees"}.
+      "n_features", "feature_names", "n_outputs", "vector_output", "classes",
+      "grow_policy", "depth", "n_trees", "best_round", "learning_rate_applied",
+      "split_columns", "categorical", "trees"}.
     """
     if np.ndim(model.feature) > 2:
         raise ValueError(f"dump describes one model; this Booster stacks "
