@@ -125,6 +125,28 @@ def test_softmax_writes_one_probability_column_per_class(files):
     assert header == "class_0,class_1,class_2"
     probabilities = np.array([row.split(",") for row in rows], np.float64)
     np.testing.assert_allclose(probabilities.sum(axis=1), 1.0, rtol=1e-5)
+    # --keep copies columns of the file before the predictions: text as it is, numbers
+    # by value (whole ones without a decimal point), missing ones empty.
+    result = runner.invoke(app, ["predict", str(files / "softmax.jgbt"),
+                                 str(files / "data.csv"), "--keep", "id,x1", "--keep", "w"])
+    assert result.exit_code == 0, result.output
+    written = list(csv.reader(result.stdout.splitlines()))
+    with open(files / "data.csv", newline="") as stream:
+        source = list(csv.reader(stream))
+    assert written[0] == ["id", "x1", "w", "class_0", "class_1", "class_2"]
+    assert [row[0] for row in written[1:]] == [row[3] for row in source[1:]]
+
+    def numbers(texts):
+        return [float(text) if text else None for text in texts]
+
+    for got, column in ((1, 1), (2, 4)):
+        assert (numbers(row[got] for row in written[1:])
+                == numbers(row[column] for row in source[1:]))
+    assert {row[2] for row in written[1:]} == {"1", "2"}
+    assert [",".join(row[3:]) for row in written[1:]] == rows and len(rows) == 120
+    result = runner.invoke(app, ["predict", str(files / "softmax.jgbt"),
+                                 str(files / "data.csv"), "--keep", "nope"])
+    assert result.exit_code == 2 and "--keep nope: " in result.output
 
 
 def test_text_labels_train_a_classifier_whose_predictions_name_them(files):

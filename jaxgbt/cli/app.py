@@ -178,19 +178,32 @@ def predict(
         out: Annotated[str, typer.Option("--out", "-o", help="The CSV to write; - for "
                                                              "stdout.")] = "-",
         raw: Annotated[bool, typer.Option("--raw", help="Margins instead of the objective's "
-                                                        "predictions.")] = False) -> None:
+                                                        "predictions.")] = False,
+        keep: Annotated[list[str] | None, typer.Option(
+            "--keep", help="A column of DATA to write before the predictions, such as an "
+                           "id (repeat, or a,b,c).")] = None) -> None:
     """Write a CSV of MODEL's predictions for the rows of DATA.
 
     One column (prediction), or one per class (class_0, ...: softmax probabilities) or
     output. A model trained on text labels writes the likeliest one (label) and each
-    class's probability (class_<label>).
+    class's probability (class_<label>). Columns named by --keep come first, as read.
     """
     if not model_path.is_file():
         raise FileNotFoundError(f"{model_path}: no such model file.")
     model = load(model_path)
-    X = prediction_features(read_table(data), data, model)
+    table = read_table(data)
+    X = prediction_features(table, data, model)
     values = np.asarray(model.predict_raw(X) if raw else model.predict(X), np.float64)
-    write_csv(out, prediction_columns(values, model, raw))
+    predictions = prediction_columns(values, model, raw)
+    kept = {}
+    for name in _names(keep, "keep"):
+        if name not in table:
+            raise UsageProblem(f"--keep {name}: {data} has no such column; its columns are "
+                               f"{list(table)}.")
+        if name in predictions:
+            raise UsageProblem(f"--keep {name}: the predictions have a column of that name.")
+        kept[name] = as_text(table[name])
+    write_csv(out, {**kept, **predictions})
 
 
 @app.command(name="cv")
@@ -531,6 +544,17 @@ def prediction_columns(values: np.ndarray, model, raw: bool) -> dict[str, np.nda
         return {"raw" if raw else "prediction": values}
     stem = "class" if model.objective.classification and not raw else "output"
     return {f"{stem}_{k}": values[:, k] for k in range(values.shape[1])}
+
+
+def as_text(column: np.ndarray) -> np.ndarray:
+    """A column read from a file (``read_table``) as object[N] of text: text as it is,
+    whole numbers without a decimal point, other numbers in full (their shortest exact
+    text), missing values empty."""
+    if column.dtype == object:
+        return np.array(["" if value is None else value for value in column], dtype=object)
+    whole = np.isfinite(column) & (column == np.round(column)) & (np.abs(column) < 2.0**53)
+    return np.array(["" if np.isnan(value) else str(int(value)) if is_whole else repr(float(value))
+                     for value, is_whole in zip(column, whole, strict=True)], dtype=object)
 
 
 # Reports -----------------------------------------------------------------------------------
