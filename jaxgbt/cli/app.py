@@ -430,7 +430,7 @@ def class_indices(column: np.ndarray, name: str) -> tuple[np.ndarray, tuple | No
     as f64 class indices 0..K-1 of its sorted labels, with those labels."""
     if column.dtype != object:
         return column, None
-    empty = sum(value is None for value in column)
+    empty = int(np.equal(column, None).sum())
     if empty:
         raise UsageProblem(f"the target column {name!r} has {empty} empty cells; drop those "
                            "rows or fill in their labels.")
@@ -551,10 +551,13 @@ def as_text(column: np.ndarray) -> np.ndarray:
     whole numbers without a decimal point, other numbers in full (their shortest exact
     text), missing values empty."""
     if column.dtype == object:
-        return np.array(["" if value is None else value for value in column], dtype=object)
+        return np.where(np.equal(column, None), "", column).astype(object)
+    # NumPy writes a float64 as its shortest exact text, as repr does.
+    text = column.astype(str).astype(object)
     whole = np.isfinite(column) & (column == np.round(column)) & (np.abs(column) < 2.0**53)
-    return np.array(["" if np.isnan(value) else str(int(value)) if is_whole else repr(float(value))
-                     for value, is_whole in zip(column, whole, strict=True)], dtype=object)
+    text[whole] = column[whole].astype(np.int64).astype(str)
+    text[np.isnan(column)] = ""
+    return text
 
 
 # Reports -----------------------------------------------------------------------------------
