@@ -62,7 +62,7 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
         grow_policy: str = "oblivious", max_leaves: int | None = None, learning_rate=0.1,
         n_bins: int = 256, l2=None, l1=0.0,
         min_split_gain=0.0, min_child_weight=1.0, min_data_in_leaf=0, leaf_shrinkage=0.0,
-        random_strength=1.0, score_function: str | None = None,
+        max_delta_step=0.0, random_strength=1.0, score_function: str | None = None,
         split_curvature: str | None = None,
         leaf_newton_steps: int = 1,
         base_score=None, sample_weight=None, seed: int = 0,
@@ -131,6 +131,14 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
         most (``jaxgbt.core.leaves.shrink_leaves``). A regulariser for small, noisy
         data; sweepable, and a candidate for ``fit_auto``'s ``grid``. See
         docs/training.md.
+      max_delta_step: d >= 0 (XGBoost's and LightGBM's ``max_delta_step``; 0, the
+        default, is off): every Newton leaf value is held to [-d, d] before the learning
+        rate, and splits are scored by the loss change at the held values
+        (``jaxgbt.core.split.held_step``). A safeguard for losses whose Hessian can
+        vanish where the gradient does not (Poisson counts far above their prediction,
+        ordered boosting's leaves from few rows, nearly separable classes): XGBoost
+        sets 0.7 for its Poisson loss. Quantile leaves (absolute error, pinball) are
+        not Newton steps and are not held. Sweepable. See docs/training.md.
       random_strength: CatBoost's ``random_strength`` (>= 0, CatBoost's default 1; 0
         turns it off, and gives the deterministic search of XGBoost's gain): each
         candidate split is ranked by its score plus normal noise of this many times
@@ -330,7 +338,8 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
     params = spec.boost_params(learning_rate, spec.NEWTON_SEARCH["l2"] if l2 is None else l2,
                                l1, min_split_gain, min_child_weight,
                                hessian_floor, seed, rates, random_strength,
-                               bagging_temperature, min_data_in_leaf, leaf_shrinkage)
+                               bagging_temperature, min_data_in_leaf, leaf_shrinkage,
+                               max_delta_step)
     orders = spec.statistic_orders(statistic_orders, n_trees, data.n_rows, boosting,
                                    distributed)
     data = _encoded(data, distributed, objective, vector_output, n_outputs, one_hot_max_size,
@@ -842,10 +851,11 @@ def _check_finite(model: Booster, bad_rows: np.ndarray, n_rows: int) -> None:
             f"loss {model.objective.name!r} gave NaN or infinite gradients in round {first} "
             f"for {int(bad_rows[first])} of {n_rows} rows (and in {int((bad_rows > 0).sum())} "
             "rounds in all). The margins grew out of the loss's range: lower learning_rate, "
-            "raise l2, or make the loss safe for large margins (logaddexp, clipping).")
+            "raise l2, hold each leaf with max_delta_step (0.7 is XGBoost's for Poisson "
+            "counts), or make the loss safe for large margins (logaddexp, clipping).")
     if not finite.all():
         first = int(np.argmin(finite))
         raise FloatingPointError(
             f"loss {model.objective.name!r} produced NaN or infinite leaf values from round "
             f"{first} on ({int((~finite).sum())} of {model.n_trees} trees). The gradient sums "
-            "overflowed: lower learning_rate or raise l2.")
+            "overflowed: lower learning_rate, raise l2 or set max_delta_step.")

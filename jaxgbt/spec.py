@@ -43,7 +43,8 @@ LossKind = Literal["row", "group", "dataset"]
 RATES = ("subsample", "colsample_bytree", "colsample_bylevel", "colsample_bynode",
          "goss_top_rate", "goss_other_rate")
 NONNEGATIVE = ("l2", "l1", "min_split_gain", "min_child_weight", "min_data_in_leaf",
-               "hessian_floor", "random_strength", "bagging_temperature", "leaf_shrinkage")
+               "hessian_floor", "random_strength", "bagging_temperature", "leaf_shrinkage",
+               "max_delta_step")
 # fit's arguments that are traced arrays, so they can differ between vmapped models.
 TRACED = ("learning_rate", *NONNEGATIVE, "base_score", "sample_weight", "seed", *RATES)
 
@@ -92,6 +93,9 @@ OTHER_LIBRARIES_NAMES = {
     "weight": "sample_weight, one weight per row",
     **dict.fromkeys(CLASS_WEIGHT_NAMES, "sample_weight, one weight per row; JaxGBTClassifier "
                                         "takes class_weight ('balanced' or {label: weight})"),
+    "poisson_max_delta_step": "max_delta_step, which holds every leaf value to "
+                              "[-max_delta_step, max_delta_step] as XGBoost's does (LightGBM's "
+                              "poisson_max_delta_step raises the Poisson Hessian instead)",
     "monotonic_cst": "monotone_constraints",
     "interaction_cst": "interaction_constraints",
     "top_rate": "goss_top_rate",
@@ -258,7 +262,7 @@ def check_traced(name: str, value, label: str | None = None):
 
 def boost_params(learning_rate, l2, l1, min_split_gain, min_child_weight, hessian_floor,
                  seed, rates: dict, random_strength, bagging_temperature,
-                 min_data_in_leaf=0, leaf_shrinkage=0) -> BoostParams:
+                 min_data_in_leaf=0, leaf_shrinkage=0, max_delta_step=0) -> BoostParams:
     """The traced hyperparameters, checked, as ``BoostParams`` (constraints not yet set).
 
     Args:
@@ -267,6 +271,8 @@ def boost_params(learning_rate, l2, l1, min_split_gain, min_child_weight, hessia
       min_data_in_leaf: at 0 (not traced) the split search does not estimate rows
         (``SplitParams.min_data_in_leaf`` None), so the default's program is unchanged.
       leaf_shrinkage: likewise, at 0 (not traced) ``BoostParams.leaf_shrinkage`` is None.
+      max_delta_step: likewise, at 0 (not traced) ``SplitParams.max_delta_step`` is None:
+        no leaf value is held.
     """
     check_traced("learning_rate", learning_rate)
     for name, rate in rates.items():
@@ -277,12 +283,15 @@ def boost_params(learning_rate, l2, l1, min_split_gain, min_child_weight, hessia
     for name, value in {**penalties, "hessian_floor": hessian_floor,
                         "min_data_in_leaf": min_data_in_leaf,
                         "leaf_shrinkage": leaf_shrinkage,
+                        "max_delta_step": max_delta_step,
                         "random_strength": random_strength,
                         "bagging_temperature": bagging_temperature}.items():
         check_traced(name, value)
     as_f32 = {name: jnp.asarray(value, jnp.float32) for name, value in penalties.items()}
     if check.is_traced(min_data_in_leaf) or float(min_data_in_leaf) > 0:
         as_f32["min_data_in_leaf"] = jnp.asarray(min_data_in_leaf, jnp.float32)
+    if check.is_traced(max_delta_step) or float(max_delta_step) > 0:
+        as_f32["max_delta_step"] = jnp.asarray(max_delta_step, jnp.float32)
     rate = jnp.asarray(0.0 if callable(learning_rate) else learning_rate, jnp.float32)
     sampling = SamplingParams(key=seed_key(seed),
                               **{k: jnp.asarray(v, jnp.float32) for k, v in rates.items()},

@@ -25,7 +25,13 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxgbt.core.order import from_unsigned_order_key, unsigned_order_key
-from jaxgbt.core.split import MIN_DENOMINATOR, SplitParams, leaf_weight, soft_threshold
+from jaxgbt.core.split import (
+    MIN_DENOMINATOR,
+    SplitParams,
+    held_step,
+    leaf_weight,
+    soft_threshold,
+)
 
 # Relative gap between two float32 sums of the same weights added in other orders.
 _SUM_ORDER_TOLERANCE = 1e-6
@@ -41,11 +47,14 @@ def newton_full(G: jax.Array, H: jax.Array, params: SplitParams) -> jax.Array:
     Returns:
       f32[L, K]. The system is regularised by l2 and, so that an empty leaf or a
       singular Hessian (softmax's rows sum to 0) stays solvable, by MIN_DENOMINATOR.
+      With ``max_delta_step``, each value is held to [-max_delta_step,
+      max_delta_step] (``split.held_step``).
     """
     n_outputs = G.shape[-1]
     eye = jnp.eye(n_outputs, dtype=H.dtype)[None]
     system = H + (params.l2 + MIN_DENOMINATOR) * eye
-    return -jnp.linalg.solve(system, soft_threshold(G, params.l1)[..., None])[..., 0]
+    return held_step(-jnp.linalg.solve(system, soft_threshold(G, params.l1)[..., None])[..., 0],
+                     params)
 
 
 def newton_from(value: jax.Array, G: jax.Array, H: jax.Array, params: SplitParams

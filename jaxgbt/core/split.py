@@ -7,7 +7,10 @@ Hessian sums G, H of a node,
     score(G, H) = T(G)^2 / max(H + l2, 1e-6),  T(G) = sign(G) * max(|G| - l1, 0)
     gain        = score(G_L, H_L) + score(G_R, H_R) - score(G, H)
 
-summed over outputs. An oblivious level applies one (feature, threshold, missing
+summed over outputs. With ``max_delta_step`` d (XGBoost's and LightGBM's), a leaf's
+value w = -T(G) / (H + l2) is held to [-d, d], and its score is the loss change at that
+value, -(2 T(G) w + (H + l2) w^2), which is the score above wherever |w| <= d.
+An oblivious level applies one (feature, threshold, missing
 direction) to every node of the level, so its gain is the sum over nodes; a node whose
 left or right child would hold less Hessian than ``min_child_weight``, or (with
 ``min_data_in_leaf``) fewer rows by LightGBM's estimate from the Hessian
@@ -66,7 +69,8 @@ class SplitParams(NamedTuple):
     ``noise`` is set per level of a round with ``random_strength`` (``ScoreNoise``),
     else None: candidates are ranked by their gain. ``min_data_in_leaf`` is None when
     that setting is off; when on, each search sets ``rows_per_hessian`` f32[n] for the
-    nodes it searches (``rows_per_hessian``).
+    nodes it searches (``rows_per_hessian``). ``max_delta_step`` is None when off (0),
+    so that the default's programs have no clipping in them.
     """
 
     l2: jax.Array
@@ -76,6 +80,7 @@ class SplitParams(NamedTuple):
     noise: ScoreNoise | None = None
     min_data_in_leaf: jax.Array | None = None
     rows_per_hessian: jax.Array | None = None
+    max_delta_step: jax.Array | None = None
 
 
 class Best(NamedTuple):
@@ -113,8 +118,23 @@ def soft_threshold(G: jax.Array, l1: jax.Array) -> jax.Array:
 
 
 def leaf_weight(G: jax.Array, H: jax.Array, params: SplitParams) -> jax.Array:
-    """Newton leaf value -T(G) / (H + l2), elementwise; finite for any H >= 0."""
-    return -soft_threshold(G, params.l1) / jnp.maximum(H + params.l2, MIN_DENOMINATOR)
+    """Newton leaf value -T(G) / (H + l2), elementwise; finite for any H >= 0. With
+    ``max_delta_step``, held to [-max_delta_step, max_delta_step] (``held_step``)."""
+    return held_step(-soft_threshold(G, params.l1) / jnp.maximum(H + params.l2, MIN_DENOMINATOR),
+                     params)
+
+
+def held_step(value: jax.Array, params: SplitParams) -> jax.Array:
+    """``value`` (leaf values, before the learning rate) clipped to
+    [-max_delta_step, max_delta_step], or as it is when that setting is off. XGBoost's
+    safeguard for losses whose Hessian can be near 0 where the gradient is not (a
+    Poisson count far above its prediction, a nearly certain class): there the Newton
+    step is huge, and a few rows would move the margins out of the loss's range."""
+    if params.max_delta_step is None:
+        return value
+    # Traced (swept), 0 is off as it is when given as a number, not a bound of 0.
+    bound = params.max_delta_step
+    return jnp.where(bound > 0, jnp.clip(value, -bound, bound), value)
 
 
 # Block length of ``prefix_sums``: a bin axis of up to 256 is 16 blocks of 16.
@@ -229,11 +249,20 @@ def _sum_first(x: jax.Array) -> jax.Array:
 
 
 def _score_by_output(sums: jax.Array, params: SplitParams) -> jax.Array:
-    """T(G)^2 / (H + l2) summed over outputs, for sums f32[2K, ...] (G then H first)."""
+    """T(G)^2 / (H + l2) summed over outputs, for sums f32[2K, ...] (G then H first);
+    with ``max_delta_step``, the loss change at the held leaf value w,
+    -(2 T(G) w + (H + l2) w^2)."""
     n_outputs = sums.shape[0] // 2
     G, H = sums[:n_outputs], sums[n_outputs:]
     T = soft_threshold(G, params.l1)
-    return _sum_first(T * T / jnp.maximum(H + params.l2, MIN_DENOMINATOR))
+    denominator = jnp.maximum(H + params.l2, MIN_DENOMINATOR)
+    free = T * T / denominator
+    if params.max_delta_step is None:
+        return _sum_first(free)
+    w = held_step(-T / denominator, params)
+    # Where no bound is set (a swept 0), the free score itself, bit for bit.
+    return _sum_first(jnp.where(params.max_delta_step > 0,
+                                -(2.0 * T * w + denominator * w * w), free))
 
 
 def _node_gains_by_direction(hist: jax.Array, params: SplitParams, bounds=None,
@@ -265,6 +294,27 @@ def _cosine_denominator(left: jax.Array, right: jax.Array, params: SplitParams) 
         # The child's score as _score_by_output computes it, times H / (H + l2): w^2 H.
         total = total + _sum_first(T * T / denominator * H / denominator)
     return total
+
+
+def _cosine_terms(left: jax.Array, right: jax.Array, children: jax.Array,
+                  params: SplitParams) -> tuple[jax.Array, jax.Array]:
+    """The (numerator, denominator) of a candidate's cosine score: the children's summed
+    score ``children`` over ``_cosine_denominator``; with ``max_delta_step``, both from
+    the held leaf values w (``held_step``), the sums of -w T(G) and w^2 H, as the
+    score's own value is no longer the first of them."""
+    free = children, _cosine_denominator(left, right, params)
+    if params.max_delta_step is None:
+        return free
+    n_outputs = left.shape[0] // 2
+    numerator, denominator = 0.0, 0.0
+    for child in (left, right):
+        G, H = child[:n_outputs], child[n_outputs:]
+        T = soft_threshold(G, params.l1)
+        w = held_step(-T / jnp.maximum(H + params.l2, MIN_DENOMINATOR), params)
+        numerator = numerator + _sum_first(-w * T)
+        denominator = denominator + _sum_first(w * w * H)
+    bound = params.max_delta_step > 0  # a swept 0 is off: the free terms, bit for bit
+    return (jnp.where(bound, numerator, free[0]), jnp.where(bound, denominator, free[1]))
 
 
 def cosine_scores(numerator: jax.Array, denominator: jax.Array) -> jax.Array:
@@ -373,7 +423,7 @@ def _direction_gains(sums: _Sums, lefts: tuple[jax.Array, ...], params: SplitPar
         children = _score_by_output(left, params) + _score_by_output(right, params)
         gain = children - parent
         if cosine:
-            cosine_terms.append((children, _cosine_denominator(left, right, params)))
+            cosine_terms.append(_cosine_terms(left, right, children, params))
         left_hessian, right_hessian = _sum_first(left[n_outputs:]), _sum_first(right[n_outputs:])
         allowed = ((left_hessian >= params.min_child_weight)
                    & (right_hessian >= params.min_child_weight))

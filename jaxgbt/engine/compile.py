@@ -57,7 +57,8 @@ def _for_derivatives(config: BoostConfig, params: BoostParams, data: TrainData):
                          fisher=config.fisher, grouped=config.grouped)
     params = params._replace(monotone=None, interaction_sets=None, random_strength=None,
                              leaf_shrinkage=None,
-                             split=params.split._replace(min_data_in_leaf=None))
+                             split=params.split._replace(min_data_in_leaf=None,
+                                                         max_delta_step=None))
     return config, params, data._replace(bins=None, order=None, entries=None)
 
 
