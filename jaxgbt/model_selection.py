@@ -13,6 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxgbt import spec
+from jaxgbt.core.config import GrowPolicy
 from jaxgbt.core.dtypes import MAX_DEPTH
 from jaxgbt.data import categorical, frames
 from jaxgbt.data import validation as check
@@ -182,8 +183,12 @@ class AutoFit(NamedTuple):
         arrays: the rates; with ``grid``, the candidates, each combination of the
         grid's values (in ``itertools.product`` order) with every rate in turn.
       depth: the depth of the trees (the chosen one of ``depths``).
-      cv_by_depth: {depth: CVResult} for every depth cross-validated.
+      cv_by_depth: {depth: CVResult} for every depth cross-validated, with the chosen
+        growth policy.
       settings: {name: value}, the chosen value of each setting of ``grid``; {} without.
+      grow_policy: the growth policy of the trees (the chosen one of ``grow_policies``).
+      cv_by_policy: {grow_policy: CVResult} for every policy cross-validated, at the
+        chosen depth.
     """
 
     model: Booster
@@ -193,6 +198,8 @@ class AutoFit(NamedTuple):
     depth: int = 6
     cv_by_depth: dict[int, CVResult] | None = None
     settings: dict[str, float] | None = None
+    grow_policy: str = "oblivious"
+    cv_by_policy: dict[str, CVResult] | None = None
 
 
 @functools.partial(jax.jit, static_argnums=1)
@@ -203,13 +210,13 @@ def _reshaped(models: Booster, shape: tuple[int, ...]) -> Booster:
 
 
 def fit_auto(loss: "str | Objective | Callable", X, y, *, max_trees: int = 1000,
-             learning_rates=AUTO_LEARNING_RATES, depths=None,
+             learning_rates=AUTO_LEARNING_RATES, depths=None, grow_policies=None,
              grid: Mapping[str, Any] | None = None, n_folds: int = 5,
              early_stopping_rounds: int | None = AUTO_EARLY_STOPPING_ROUNDS, group=None,
              sample_weight=None, eval_metric=None, fold_seed: int = 0,
              batch_size: int | None = None, **fit_kwargs) -> AutoFit:
-    """A fit that chooses its own learning rate, number of trees and, if asked, depth,
-    for users who do not tune.
+    """A fit that chooses its own learning rate, number of trees and, if asked, depth
+    and growth policy, for users who do not tune.
 
     Every rate of ``learning_rates`` is cross-validated over ``n_folds`` folds for up to
     ``max_trees`` rounds: rates x folds models trained as one vmapped program (``cv``
@@ -220,7 +227,9 @@ def fit_auto(loss: "str | Objective | Callable", X, y, *, max_trees: int = 1000,
     the rounds each rate needs plus that patience, and one refit; at most (rates x
     folds + 1) fits of ``max_trees`` trees. With ``depths``, this is done once per
     depth (a depth is a shape, so each compiles its own program) and the best (depth,
-    rate, round) wins, the earlier depth of the list on a tie. With ``grid``, every
+    rate, round) wins, the earlier depth of the list on a tie; ``grow_policies`` the
+    same for growth policies (with both, every (depth, policy) pair, depths first).
+    With ``grid``, every
     combination of its values is cross-validated with every rate in the same vmapped
     program (they are traced settings, as ``fit_many`` sweeps them), and the best
     (combination, rate, round) wins, the earlier candidate on a tie.
@@ -230,6 +239,7 @@ def fit_auto(loss: "str | Objective | Callable", X, y, *, max_trees: int = 1000,
         auto = jaxgbt.fit_auto("logistic", X, y)
         auto.model.predict(X_test); auto.learning_rate, auto.n_trees
         jaxgbt.fit_auto("logistic", X, y, depths=[4, 6, 8]).depth
+        jaxgbt.fit_auto("poisson", X, y, grow_policies=["oblivious", "depthwise"]).grow_policy
         jaxgbt.fit_auto("softmax", X, y, grid={"min_data_in_leaf": [0, 20]}).settings
 
     Args:
@@ -238,6 +248,10 @@ def fit_auto(loss: "str | Objective | Callable", X, y, *, max_trees: int = 1000,
       learning_rates: the rates to choose from (each as ``fit`` checks it).
       depths: depths to choose from (distinct integers in [1, 12]); None keeps
         ``depth`` (``fit``'s default 6, or the one passed).
+      grow_policies: growth policies to choose from (distinct, each "oblivious",
+        "depthwise" or "lossguide"); None keeps ``grow_policy`` (``fit``'s default
+        "oblivious", or the one passed). Oblivious trees win on most small and medium
+        sets, the others on some larger ones (docs/training.md, "Growth policies").
       grid: {name: list of values} of traced ``fit`` settings to choose from as well
         (``spec.TRACED`` but ``learning_rate``, ``base_score``, ``sample_weight`` and
         ``seed``: e.g. ``l2``, ``min_data_in_leaf``, ``subsample``), each value checked
@@ -248,7 +262,8 @@ def fit_auto(loss: "str | Objective | Callable", X, y, *, max_trees: int = 1000,
         (``eval_metric``'s first metric chooses; default the objective's own).
       **fit_kwargs: any other ``fit`` setting, the same for every fit (regularisation,
         categorical columns, ...); not ``n_trees`` or ``learning_rate``, which this
-        chooses, nor ``depth`` together with ``depths``. ``one_hot_max_size`` is 64
+        chooses, nor ``depth`` together with ``depths`` (``grow_policy`` with
+        ``grow_policies``). ``one_hot_max_size`` is 64
         unless given: the folds' weights are traced, so their categorical columns are
         one-hot (target statistics are computed on the host), and the refit encodes
         them as the folds did.
@@ -257,7 +272,7 @@ def fit_auto(loss: "str | Objective | Callable", X, y, *, max_trees: int = 1000,
       An AutoFit.
     """
     spec.check_keywords(fit_kwargs, CV_KEYWORDS, "fit_auto", renamed=spec.CV_NAMES)
-    rates, depth_settings = _auto_choices(max_trees, learning_rates, depths,
+    rates, shape_settings = _auto_choices(max_trees, learning_rates, depths, grow_policies,
                                           early_stopping_rounds, fit_kwargs)
     fit_kwargs = {"one_hot_max_size": categorical.ONE_HOT_MAX_SIZE, **fit_kwargs}
     candidates = [(combination, rate) for combination in _grid_combinations(grid, fit_kwargs)
@@ -268,27 +283,31 @@ def fit_auto(loss: "str | Objective | Callable", X, y, *, max_trees: int = 1000,
     objective = resolve(loss, fit_kwargs.get("link"))
     metric = resolve_metrics(eval_metric, objective, False, group is not None)[0]
     worst = -np.inf if metric.higher_is_better else np.inf
-    results, best = {}, None  # best: (score, depth setting, rate index)
-    for setting in depth_settings:
+    results, best = {}, None  # best: (score, shape setting, rate index)
+    for setting in shape_settings:
         result = cv(loss, X, y, n_folds=n_folds, group=group, sample_weight=sample_weight,
                     eval_metric=eval_metric, fold_seed=fold_seed, batch_size=batch_size,
                     params=sweep, n_trees=max_trees,
                     early_stopping_rounds=early_stopping_rounds, **setting, **fit_kwargs)
-        results[setting.get("depth")] = result
+        results[setting.get("depth"), setting.get("grow_policy")] = result
         scores = np.where(np.isnan(result.best_score), worst, result.best_score)
         chosen = int((np.argmax if metric.higher_is_better else np.argmin)(scores))
         better = np.greater if metric.higher_is_better else np.less
         if best is None or better(scores[chosen], best[0]):
             best = (scores[chosen], setting, chosen)
     _, setting, chosen = best
-    result = results[setting.get("depth")]
+    depth, policy = setting.get("depth"), setting.get("grow_policy")
+    result = results[depth, policy]
     n_trees = int(result.best_round[chosen]) + 1
     combination, rate = candidates[chosen]
     model = fit(loss, X, y, n_trees=n_trees, learning_rate=rate, group=group,
                 sample_weight=sample_weight, **setting, **combination, **fit_kwargs)
-    by_depth = {model.depth if depth is None else depth: value
-                for depth, value in results.items()}
-    return AutoFit(model, rate, n_trees, result, model.depth, by_depth, combination)
+    by_depth = {model.depth if d is None else d: value
+                for (d, p), value in results.items() if p == policy}
+    by_policy = {model.grow_policy if p is None else p: value
+                 for (d, p), value in results.items() if d == depth}
+    return AutoFit(model, rate, n_trees, result, model.depth, by_depth, combination,
+                   model.grow_policy, by_policy)
 
 
 # Traced settings that fit_auto's grid cannot hold: chosen by fit_auto itself (the rate),
@@ -323,10 +342,12 @@ def _grid_combinations(grid, fit_kwargs: dict) -> list[dict]:
             for combination in itertools.product(*values.values())]
 
 
-def _auto_choices(max_trees, learning_rates, depths, early_stopping_rounds,
+def _auto_choices(max_trees, learning_rates, depths, grow_policies, early_stopping_rounds,
                   fit_kwargs: dict) -> tuple[list[float], list[dict]]:
     """Checks ``fit_auto``'s own arguments; returns the rates as floats and one dict of
-    fit settings per depth to try ({} when ``depths`` is None: ``depth`` as given)."""
+    fit settings per (depth, growth policy) to try: {"depth": d} and
+    {"grow_policy": p} where ``depths`` and ``grow_policies`` are given ([{}] when
+    neither is: ``depth`` and ``grow_policy`` as given)."""
     for name in ("n_trees", "learning_rate", "params"):
         if name in fit_kwargs:
             raise ValueError(f"fit_auto chooses {name.replace('params', 'the sweep')} itself; "
@@ -345,8 +366,26 @@ def _auto_choices(max_trees, learning_rates, depths, early_stopping_rounds,
             raise TypeError(f"learning_rates[{i}] is a schedule; fit_auto chooses among "
                             "constant rates (a schedule can be passed to jaxgbt.cv or fit).")
         rates.append(float(spec.check_traced("learning_rate", rate, f"learning_rates[{i}]")))
-    if depths is None:
-        return rates, [{}]
+    by_depth = [{}] if depths is None else [{"depth": d} for d in _checked_depths(depths,
+                                                                                 fit_kwargs)]
+    if grow_policies is None:
+        return rates, by_depth
+    if "grow_policy" in fit_kwargs:
+        raise ValueError("fit_auto: pass grow_policy= or grow_policies=, not both "
+                         "(grow_policies= lists the policies to choose from).")
+    if isinstance(grow_policies, (str, bytes)) or np.ndim(grow_policies) != 1 \
+            or len(grow_policies) == 0:
+        raise TypeError(f"grow_policies must be a non-empty list of names; got "
+                        f"{grow_policies!r}.")
+    checked = [spec.check_mode(policy, f"grow_policies[{i}]", GrowPolicy)
+               for i, policy in enumerate(grow_policies)]
+    if len(set(checked)) != len(checked):
+        raise ValueError(f"grow_policies must be distinct; got {list(grow_policies)!r}.")
+    return rates, [{**setting, "grow_policy": policy} for setting in by_depth
+                   for policy in checked]
+
+
+def _checked_depths(depths, fit_kwargs: dict) -> list[int]:
     if "depth" in fit_kwargs:
         raise ValueError("fit_auto: pass depth= or depths=, not both (depths= lists the "
                          "depths to choose from).")
@@ -355,7 +394,7 @@ def _auto_choices(max_trees, learning_rates, depths, early_stopping_rounds,
     checked = [check.check_int(d, f"depths[{i}]", 1, MAX_DEPTH) for i, d in enumerate(depths)]
     if len(set(checked)) != len(checked):
         raise ValueError(f"depths must be distinct; got {list(depths)!r}.")
-    return rates, [{"depth": d} for d in checked]
+    return checked
 
 
 def fold_ids(n_rows: int, n_folds: int, *, labels=None, group=None, shuffle: bool = True,

@@ -345,6 +345,27 @@ def test_fit_auto_chooses_the_depth_with_the_best_cross_validated_score():
     _assert_same_model(auto.model, refit)
 
 
+def test_fit_auto_chooses_the_growth_policy_and_depth_together():
+    # A target of one interaction per half of the rows: each depthwise node can take its
+    # own column, which one oblivious split per level cannot.
+    X, _ = make_regression(seed=3)
+    y = np.where(X[:, 0] > 0, X[:, 1], -X[:, 2]).astype(np.float32)
+    auto = jaxgbt.fit_auto("squared_error", X, y, max_trees=16, learning_rates=(0.3,),
+                           depths=[1, 2], grow_policies=["oblivious", "depthwise"],
+                           n_folds=3, n_bins=16)
+    assert auto.grow_policy == auto.model.grow_policy == "depthwise"
+    assert (auto.depth, sorted(auto.cv_by_policy), sorted(auto.cv_by_depth)) == (
+        2, ["depthwise", "oblivious"], [1, 2])
+    assert auto.cv is auto.cv_by_policy["depthwise"] is auto.cv_by_depth[2]
+    best = {policy: np.nanmin(result.mean["valid:rmse"])
+            for policy, result in auto.cv_by_policy.items()}
+    assert best["depthwise"] < best["oblivious"]
+    assert np.nanmin(auto.cv_by_depth[1].mean["valid:rmse"]) > best["depthwise"]
+    refit = jaxgbt.fit("squared_error", X, y, n_trees=auto.n_trees, learning_rate=0.3,
+                       depth=2, grow_policy="depthwise", n_bins=16)
+    _assert_same_model(auto.model, refit)
+
+
 def test_fit_auto_grid_chooses_among_every_combination_and_rate():
     X, y = make_binary(seed=3)
     grid = {"l2": [30.0, 0.0], "min_data_in_leaf": [60, 0]}  # the best last, not first
@@ -379,6 +400,12 @@ def test_fit_auto_grid_chooses_among_every_combination_and_rate():
     (dict(depths=[0]), ValueError, r"depths\[0\]=0 is out of range"),
     (dict(depths=3), TypeError, "depths must be a non-empty list"),
     (dict(depths=[3], depth=4), ValueError, "depth= or depths=, not both"),
+    (dict(grow_policies=["depthwise", "depthwise"]), ValueError,
+     "grow_policies must be distinct"),
+    (dict(grow_policies=["levelwise"]), ValueError, r"grow_policies\[0\]"),
+    (dict(grow_policies="depthwise"), TypeError, "grow_policies must be a non-empty list"),
+    (dict(grow_policies=["depthwise"], grow_policy="oblivious"), ValueError,
+     "grow_policy= or grow_policies=, not both"),
     (dict(n_trees=10), ValueError, "fit_auto chooses n_trees"),
     (dict(learning_rate=0.1), ValueError, "fit_auto chooses learning_rate"),
     (dict(learning_rates=[]), TypeError, "non-empty list"),
