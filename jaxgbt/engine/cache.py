@@ -52,6 +52,9 @@ import numpy as np
 # the process, which would fill the directory with files.
 MIN_COMPILE_SECONDS = 0.02
 OPT_OUT_VALUES = ("0", "false", "no", "off")
+# How XLA:CPU's text of a program names the LAPACK kernels it calls ("lapack_sgetrf_ffi").
+LAPACK_TARGET = '"lapack_'
+
 
 # The directory of ``enable_persistent_cache``, where ``chunks/`` is kept; None: no chunk
 # executables on disk (the cache is off, or a directory the user chose is in use).
@@ -257,12 +260,25 @@ def stored_chunk(key: tuple):
 
         data = zlib.decompress(path.read_bytes())
         length = int.from_bytes(data[:8], "little")
-        in_tree, out_tree = (_structure(text) for text in json.loads(data[8:8 + length]))
+        in_text, out_text, *facts = json.loads(data[8:8 + length])
+        in_tree, out_tree = _structure(in_text), _structure(out_text)
         serialized = data[8 + length:]
+        if facts and facts[0].get("lapack"):
+            _initialize_lapack()
         return serialize_executable.deserialize_and_load(serialized, in_tree, out_tree)
     except Exception:  # a file cut short or from another build: compile instead
         path.unlink(missing_ok=True)
         return None
+
+
+@functools.cache
+def _initialize_lapack() -> None:
+    """Sets up the LAPACK kernels of XLA:CPU (a linear solve, as ``hessian="full"``
+    calls), which JAX does when it lowers the first program that calls one: a stored
+    chunk is loaded without lowering, and its first call of such a kernel jumped to a
+    null address (a segmentation fault). Lowering a 2 x 2 Cholesky factorization, never
+    compiled or run, does it in any process."""
+    jax.jit(jax.numpy.linalg.cholesky).lower(jax.ShapeDtypeStruct((2, 2), np.float32))
 
 
 def compiled_and_stored(key: tuple, compile_chunk: Callable[[], Any]):
@@ -297,8 +313,11 @@ def _store_chunk(key: tuple, program) -> None:
 
         serialized, in_tree, out_tree = serialize_executable.serialize(program)
         # The two structures as JSON ahead of the executable's bytes, read back by
-        # ``_structure``, which builds nothing but containers and jaxgbt's NamedTuples.
-        header = json.dumps([_structure_json(in_tree), _structure_json(out_tree)]).encode()
+        # ``_structure``, which builds nothing but containers and jaxgbt's NamedTuples,
+        # then whether the program calls LAPACK (``_initialize_lapack``).
+        facts = {"lapack": LAPACK_TARGET in program.as_text()}
+        header = json.dumps([_structure_json(in_tree), _structure_json(out_tree),
+                             facts]).encode()
         data = zlib.compress(len(header).to_bytes(8, "little") + header + serialized, 1)
         path.parent.mkdir(parents=True, exist_ok=True)
         with tempfile.NamedTemporaryFile(dir=path.parent, suffix=".part", delete=False) as file:
