@@ -114,6 +114,8 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
         (see ``split_curvature``), CatBoost's ``l2_leaf_reg``, else 1.
       l1: alpha, L1 penalty on leaf values.
       min_split_gain: gamma; a level is split only if its summed gain exceeds it.
+        Oblivious trees also take a negative value, and -inf splits every level on its
+        best-ranked candidate, whatever its gain, as CatBoost grows its trees.
       min_child_weight: least Hessian sum a child must hold for its node's gain to
         count.
       min_data_in_leaf: least rows a child must hold for its node's gain to count
@@ -321,6 +323,7 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
     if score_function is not None:
         spec.check_mode(score_function, "score_function", ScoreFunction)
     spec.check_split_curvature(split_curvature, grow_policy, monotone_constraints)
+    spec.check_min_split_gain(min_split_gain, grow_policy)
     categorical.check_target_statistic(target_statistic)
     leaf_newton_steps = spec.check_leaf_newton_steps(leaf_newton_steps, objective)
     data = _training_rows(X, y, sample_weight=sample_weight, group=group,

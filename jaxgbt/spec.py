@@ -42,11 +42,13 @@ LossKind = Literal["row", "group", "dataset"]
 # Fractions in (0, 1] and penalties >= 0 among the traced hyperparameters.
 RATES = ("subsample", "colsample_bytree", "colsample_bylevel", "colsample_bynode",
          "goss_top_rate", "goss_other_rate")
-NONNEGATIVE = ("l2", "l1", "min_split_gain", "min_child_weight", "min_data_in_leaf",
+NONNEGATIVE = ("l2", "l1", "min_child_weight", "min_data_in_leaf",
                "hessian_floor", "random_strength", "bagging_temperature", "leaf_shrinkage",
                "max_delta_step")
-# fit's arguments that are traced arrays, so they can differ between vmapped models.
-TRACED = ("learning_rate", *NONNEGATIVE, "base_score", "sample_weight", "seed", *RATES)
+# fit's arguments that are traced arrays, so they can differ between vmapped models
+# (``min_split_gain`` may be negative: ``check_min_split_gain``).
+TRACED = ("learning_rate", "l2", "l1", "min_split_gain", *NONNEGATIVE[2:], "base_score",
+          "sample_weight", "seed", *RATES)
 
 
 # The other libraries' ways to weigh rows by their class: XGBoost's scale_pos_weight,
@@ -255,9 +257,26 @@ def check_traced(name: str, value, label: str | None = None):
         return check.check_rate(value, label)
     if name in NONNEGATIVE:
         return check.check_nonnegative(value, label)
+    if name == "min_split_gain":
+        return check.check_min_split_gain(value, label)
     if name == "seed":
         return value if check.is_traced(value) else check.check_int(value, label, 0, 2**32 - 1)
     raise ValueError(f"{name!r} is not a traced hyperparameter of fit; use one of {TRACED}.")
+
+
+def check_min_split_gain(min_split_gain, grow_policy: str) -> None:
+    """A negative ``min_split_gain`` (a level may split at a loss of gain, down to -inf:
+    every level splits on its best-ranked candidate, as CatBoost grows its symmetric
+    trees) is for oblivious trees; depthwise and leaf-wise trees would split nodes for
+    no gain at all. A traced value is not checked."""
+    check.check_min_split_gain(min_split_gain)
+    if (not check.is_traced(min_split_gain) and float(min_split_gain) < 0
+            and grow_policy != "oblivious"):
+        raise ValueError(
+            f"min_split_gain={min_split_gain} with grow_policy={grow_policy!r}: a negative "
+            "min_split_gain grows every level of an oblivious tree (CatBoost's trees), and "
+            "a depthwise or leaf-wise tree would split its nodes for no gain. Use "
+            "grow_policy='oblivious', or min_split_gain >= 0.")
 
 
 def boost_params(learning_rate, l2, l1, min_split_gain, min_child_weight, hessian_floor,

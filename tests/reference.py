@@ -215,28 +215,31 @@ class Split(NamedTuple):
 def best_split(gains: np.ndarray, min_split_gain: float, ranks: np.ndarray | None = None
                ) -> Split:
     """Largest gain, ties to the lowest feature, then bin, then missing-left; the
-    pass-through split (0, B - 2, True, 0.0) when it is <= max(min_split_gain, 0).
+    pass-through split (0, B - 2, True, 0.0) when it is <= min_split_gain.
 
     With ``ranks`` (the shape of ``gains``, e.g. ``level_cosine``), the largest rank
-    among the candidates whose gain exceeds max(min_split_gain, 0), with the same ties;
-    the split keeps its gain."""
+    among the candidates whose gain exceeds min_split_gain, with the same ties (a gain
+    of exactly 0, which divides no node that counts, is never made); the
+    split keeps its gain, or the smallest normal float32 where that is <= 0 (a negative
+    min_split_gain: a split made at a loss)."""
     n_features, n_value_bins, _ = gains.shape
-    threshold = max(min_split_gain, 0.0)
+    threshold = min_split_gain
     best = None
     for f in range(n_features):
         for b in range(n_value_bins):
             for missing_right in (0, 1):
                 gain = gains[f, b, missing_right]
+                makes = gain > threshold and gain != 0  # a gain of 0 divides nothing
                 if ranks is None:
-                    key = gain
+                    key = gain if gain != 0 else -np.inf
                 else:
-                    key = ranks[f, b, missing_right] if gain > threshold else -np.inf
+                    key = ranks[f, b, missing_right] if makes else -np.inf
                 if best is None or key > best[0]:
                     best = (key, gain, f, b, missing_right)
     _, gain, f, b, missing_right = best
-    if not gain > threshold:
+    if not (gain > threshold and gain != 0):
         return Split(0, n_value_bins - 1, True, 0.0)
-    return Split(f, b, missing_right == 0, float(gain))
+    return Split(f, b, missing_right == 0, max(float(gain), float(np.finfo(np.float32).tiny)))
 
 
 def _best_of(hist: np.ndarray, l2: float, l1: float, min_split_gain: float,

@@ -11,6 +11,7 @@ measured; the measured numbers and the command that prints them are in docs/anch
 """
 
 import importlib.util
+import json
 
 import numpy as np
 import pytest
@@ -124,6 +125,46 @@ def test_cps1988_predictions_match_catboost_plain():
     assert 0.99 < reached.mean() < 1
     np.testing.assert_allclose(np.asarray(model.predict(X_test))[reached],
                                anchor.predict(X_test)[reached], rtol=0, atol=1e-4)
+
+
+@pytest.mark.skipif(not HAS_CATBOOST, reason="catboost is not installed")
+def test_wine_multiclass_trees_match_catboost(tmp_path):
+    # CatBoost's MultiClass at its search (weights, the cosine score, l2 = 3), without
+    # its randomness, grows every level (min_split_gain=-inf), takes each leaf's Newton
+    # step on the full 3 x 3 Hessian and starts from 0. With the same, jaxgbt grows the
+    # same trees: every split's column and border, and the training rows' margins
+    # (measured max |difference| 6e-7 at 60 trees).
+    import catboost
+    from sklearn.datasets import load_wine
+
+    X, y = load_wine(return_X_y=True)
+    X = X.astype(np.float32)
+    train = np.random.default_rng(0).permutation(len(y))[:142]
+    X, y = X[train], y[train]
+    settings = dict(n_trees=30, depth=DEPTH, learning_rate=LEARNING_RATE, l2=3.0,
+                    split_curvature="weight", score_function="cosine", random_strength=0.0,
+                    hessian="full", base_score=[0.0, 0.0, 0.0])
+    model = jaxgbt.fit("softmax", X, y, min_split_gain=-np.inf, **settings)
+    anchor = catboost.CatBoost(dict(
+        loss_function="MultiClass", iterations=30, depth=DEPTH, learning_rate=LEARNING_RATE,
+        l2_leaf_reg=3, bootstrap_type="No", random_strength=0, border_count=254,
+        thread_count=2, random_seed=0, verbose=0, allow_writing_files=False)).fit(X, y)
+    anchor.save_model(str(tmp_path / "wine.json"), format="json")
+    trees = json.loads((tmp_path / "wine.json").read_text())["oblivious_trees"]
+    splits = np.array([[(s["float_feature_index"], s["border"]) for s in tree["splits"]]
+                       for tree in trees])  # [T, D, 2], the first level first
+    np.testing.assert_array_equal(model.feature, splits[..., 0].astype(int))
+    np.testing.assert_allclose(model.threshold, splits[..., 1], rtol=1e-6)
+    raw = np.asarray(model.predict_raw(X), np.float64)
+    expected = anchor.predict(X, prediction_type="RawFormulaVal")
+    np.testing.assert_allclose(raw - raw.mean(1, keepdims=True),
+                               expected - expected.mean(1, keepdims=True), atol=1e-5)
+    # jaxgbt's default of min_split_gain=0 leaves such levels pass-through: where the
+    # first levels have made most nodes pure, splitting them costs their leaves' l2
+    # shrinkage more than the rest gain.
+    stopped = jaxgbt.fit("softmax", X, y, **settings)
+    assert np.any(np.asarray(stopped.split_gain) == 0)
+    assert np.all(np.asarray(model.split_gain) > 0)
 
 
 @pytest.mark.skipif(importlib.util.find_spec("xgboost") is None, reason="xgboost is not installed")

@@ -73,6 +73,41 @@ def test_oblivious_cosine_trees_match_the_reference(settings):
     assert differs  # the problems tell the two scores apart
 
 
+@pytest.mark.parametrize("score_function", ["l2", "cosine"])
+def test_a_negative_min_split_gain_splits_levels_at_a_loss(score_function):
+    # A label that bins[0] > 3 decides: after the first split every node is pure, and
+    # splitting a pure node only shrinks its leaves (l2 = 3), a negative gain. The
+    # default leaves those levels pass-through; -inf splits them, as CatBoost does.
+    rng = np.random.default_rng(5)
+    bins = rng.integers(0, N_BINS - 1, (5, N_ROWS)).astype(np.uint8)
+    target = (bins[0] > 3).astype(np.float64)
+    gh = np.column_stack([target.mean() - target, np.ones(N_ROWS)]).astype(np.float32)
+    grow = jax.jit(lambda b, g, p: grow_tree(b, g, p, DEPTH, N_BINS,
+                                             score_function=score_function))
+    for floor, splits in ((0.0, 1), (-np.inf, DEPTH), (-1e9, DEPTH)):
+        tree, leaf = grow(jnp.asarray(bins), jnp.asarray(gh), _params(min_split_gain=floor))
+        expected = reference.grow_tree(bins, gh, DEPTH, N_BINS, l2=3.0,
+                                       min_split_gain=floor, score_function=score_function)
+        assert int(np.sum(np.asarray(tree.gain) > 0)) == splits
+        assert_array_equal(tree.feature, expected.feature)
+        assert_array_equal(tree.split_bin, expected.split_bin)
+        assert_array_equal(tree.default_left, expected.default_left)
+        np.testing.assert_allclose(tree.gain, expected.gain, rtol=1e-4, atol=1e-4)
+        assert_array_equal(leaf, expected.leaf)
+    # The levels split at a loss record the smallest normal float32 as their gain.
+    assert np.all(np.asarray(tree.gain)[1:] == split.MADE_SPLIT_MIN_GAIN)
+
+
+def test_a_negative_min_split_gain_is_for_oblivious_trees():
+    X, y = make_binary(n_rows=64)
+    for policy in ("depthwise", "lossguide"):
+        with pytest.raises(ValueError, match="negative min_split_gain grows every level"):
+            jaxgbt.fit("logistic", X, y, grow_policy=policy, min_split_gain=-1.0, **SMALL)
+    for bad in (np.nan, np.inf):
+        with pytest.raises(ValueError, match="finite number or -inf"):
+            jaxgbt.fit("logistic", X, y, min_split_gain=bad, **SMALL)
+
+
 def test_depthwise_cosine_trees_match_the_reference():
     differs = False
     for seed in range(3):

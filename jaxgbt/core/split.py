@@ -15,10 +15,15 @@ direction) to every node of the level, so its gain is the sum over nodes; a node
 left or right child would hold less Hessian than ``min_child_weight``, or (with
 ``min_data_in_leaf``) fewer rows by LightGBM's estimate from the Hessian
 (``rows_per_hessian``), adds nothing.
-The level is split only when that sum exceeds ``max(min_split_gain, 0)`` (so
+The level is split only when that sum exceeds ``min_split_gain`` (so
 ``min_split_gain`` is XGBoost's ``gamma`` and LightGBM's ``min_gain_to_split``);
 otherwise it is a pass-through level that sends every row left, so that trees keep a
-fixed shape.
+fixed shape. A negative ``min_split_gain`` (oblivious trees: ``spec.check_min_split_gain``)
+lets a level split at a loss: where most of its nodes are pure, splitting them costs
+their leaves' l2 shrinkage more than the few mixed nodes gain, and at -inf every level
+splits on its best-ranked candidate that divides rows, as CatBoost's levels do (a gain
+of exactly 0 divides none: ``makes_split``). Such a split's recorded gain is
+``MADE_SPLIT_MIN_GAIN``, since a gain of 0 marks a pass-through level.
 A depthwise tree (``best_node_splits``) picks each node's split from that node's gains
 alone, with the same rule per node.
 
@@ -34,8 +39,15 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from jaxgbt.core.config import ScoreFunction
+
+# The gain recorded for a split made at a gain <= 0 (a negative ``min_split_gain``): the
+# smallest normal float32, so that the split still counts as one wherever a gain > 0
+# tells splits from pass-through levels (importance, constraints, files), and adds
+# nothing to its feature's gain importance.
+MADE_SPLIT_MIN_GAIN = float(np.finfo(np.float32).tiny)
 
 # Floor of the denominator H + l2. With l2 = 0 and a loss whose Hessian vanishes
 # (absolute error, a saturated logistic) H + l2 can be 0; the floor keeps leaf values
@@ -50,8 +62,8 @@ class ScoreNoise(NamedTuple):
     T(G)^2 / (H + l2) of the children it makes (the gain plus the parent's score) and e
     a standard normal drawn for it: for squared error (H = rows) sqrt(S) is CatBoost's
     default "Cosine" score, and ``scale`` is in its units (``core.round.noise_scale``).
-    Candidates whose gain does not exceed ``max(min_split_gain, 0)`` are not ranked, so
-    the noise never turns a split level into a pass-through one.
+    Candidates whose gain does not exceed ``min_split_gain`` are not ranked, so the
+    noise never turns a split level into a pass-through one.
 
     Attributes:
       key: the level's PRNG key (u32[2]); a candidate's e is drawn from it and the
@@ -616,7 +628,7 @@ def candidate_ranks(gains: jax.Array, parent: jax.Array, cosine: jax.Array | Non
     """
     noise = params.noise
     *nodes, n_bins_here = gains.shape[1:-1]
-    splits = gains > jnp.maximum(params.min_split_gain, 0.0)
+    splits = makes_split(gains, params)
     if cosine is not None:
         score = cosine
     else:
@@ -809,7 +821,8 @@ def best_level_candidate(hist: jax.Array, features: jax.Array, counted: jax.Arra
         does, or not at all (``search.FeatureGroup``).
 
     Returns:
-      Best of f32[] and i32[], no extras (``score``: what the winner ranked by).
+      Best of f32[] and i32[], no extras (``score``: what the winner ranked by, its
+      gain when neither noise nor the cosine ranks; -inf for a gain of 0).
     """
     if allowed is not None:
         counted = counted & allowed[features]
@@ -822,7 +835,9 @@ def best_level_candidate(hist: jax.Array, features: jax.Array, counted: jax.Arra
         gains, parent, cosine = _level_gains(  # [b, B_g-1, d], [b]
             sums, lefts, params, cosine=score_function == "cosine")
         gains = jnp.where(counted[:, None, None], gains, -jnp.inf)
-        ranks = gains
+        # A gain of exactly 0 divides nothing that counts: never ranked, so that with a
+        # negative min_split_gain a level takes the best split that divides rows.
+        ranks = jnp.where(gains != 0, gains, -jnp.inf)
         if ranked:
             ranks = jnp.where(counted[:, None, None],
                               candidate_ranks(gains, parent, cosine, features, params, hist),
@@ -831,7 +846,7 @@ def best_level_candidate(hist: jax.Array, features: jax.Array, counted: jax.Arra
         return Best(gains.reshape(-1)[local],
                     _global_index(local, features, n_hist_bins, directions,
                                   n_value_bins or n_hist_bins, missing_right), (),
-                    ranks.reshape(-1)[local] if ranked else None)
+                    ranks.reshape(-1)[local])
 
     return _searched(hist, params, search, missing_values, n_candidates)
 
@@ -919,17 +934,26 @@ def _global_index(local: jax.Array, features: jax.Array, n_hist_bins: int, direc
             + right).astype(jnp.int32)
 
 
+def makes_split(gain: jax.Array, params: SplitParams) -> jax.Array:
+    """bool, of the shape of ``gain``: whether a candidate of this gain may split, its
+    gain above ``min_split_gain`` and not exactly 0. A gain of 0 is that of a candidate
+    that divides no node (every row on one side) or only into children that add nothing
+    (``min_child_weight``, ``min_data_in_leaf``), which is never made, so that a negative
+    ``min_split_gain`` splits levels that divide rows, as CatBoost's candidates all do."""
+    return (gain > params.min_split_gain) & (gain != 0)
+
+
 def split_of(best: Best, n_value_bins: int, params: SplitParams) -> LevelSplit:
     """The split of a search's best candidate, or the pass-through split (feature 0,
     the last value bin, missing left) where it does not beat ``min_split_gain``."""
     feature, rest = jnp.divmod(best.index, n_value_bins * 2)
     split_bin, missing_right = jnp.divmod(rest, 2)
-    do_split = best.gain > jnp.maximum(params.min_split_gain, 0.0)
+    do_split = makes_split(best.gain, params)
     return LevelSplit(
         feature=jnp.where(do_split, feature, 0).astype(jnp.int32),
         split_bin=jnp.where(do_split, split_bin, n_value_bins - 1).astype(jnp.int32),
         default_left=jnp.where(do_split, missing_right == 0, True),
-        gain=jnp.where(do_split, best.gain, 0.0),
+        gain=jnp.where(do_split, jnp.maximum(best.gain, MADE_SPLIT_MIN_GAIN), 0.0),
     )
 
 

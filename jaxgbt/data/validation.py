@@ -297,6 +297,20 @@ def check_nonnegative(value, name: str):
     return value
 
 
+def check_min_split_gain(value, name: str = "min_split_gain"):
+    """A gain a split must exceed: a number, negative and -inf allowed (left alone when
+    traced)."""
+    if is_traced(value):
+        return value
+    array = np.asarray(value)
+    if array.ndim != 0 or not np.issubdtype(array.dtype, np.number):
+        raise TypeError(f"{name} must be a number; got {value!r}.")
+    if np.isnan(array) or array == np.inf:
+        raise ValueError(f"{name}={value} is not allowed; it must be a finite number or "
+                         "-inf (every level of an oblivious tree splits).")
+    return value
+
+
 def check_rate(value, name: str):
     """A fraction in (0, 1] (left alone when traced)."""
     if is_traced(value):
