@@ -285,13 +285,19 @@ def check_choice(value, name: str, choices) -> str:
     return value
 
 
+def _scalar_number(value, name: str) -> np.ndarray:
+    """``value`` as a 0-d array, refused with a TypeError unless it is one number."""
+    array = np.asarray(value)
+    if array.ndim != 0 or not np.issubdtype(array.dtype, np.number):
+        raise TypeError(f"{name} must be a number; got {value!r}.")
+    return array
+
+
 def check_nonnegative(value, name: str):
     """A float hyperparameter >= 0 (left alone when traced under vmap)."""
     if is_traced(value):
         return value
-    array = np.asarray(value)
-    if array.ndim != 0 or not np.issubdtype(array.dtype, np.number):
-        raise TypeError(f"{name} must be a number; got {value!r}.")
+    array = _scalar_number(value, name)
     if not np.isfinite(array) or array < 0:
         raise ValueError(f"{name}={value} is not allowed; it must be a finite number >= 0.")
     return value
@@ -302,9 +308,7 @@ def check_min_split_gain(value, name: str = "min_split_gain"):
     traced)."""
     if is_traced(value):
         return value
-    array = np.asarray(value)
-    if array.ndim != 0 or not np.issubdtype(array.dtype, np.number):
-        raise TypeError(f"{name} must be a number; got {value!r}.")
+    array = _scalar_number(value, name)
     if np.isnan(array) or array == np.inf:
         raise ValueError(f"{name}={value} is not allowed; it must be a finite number or "
                          "-inf (every level of an oblivious tree splits).")
