@@ -61,7 +61,7 @@ from jaxgbt.objectives.derivatives import newton_constant
 def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int = 6,
         grow_policy: str = "oblivious", max_leaves: int | None = None, learning_rate=0.1,
         n_bins: int = 256, l2=None, l1=0.0,
-        min_split_gain=0.0, min_child_weight=1.0, min_data_in_leaf=0, leaf_shrinkage=0.0,
+        min_split_gain=None, min_child_weight=1.0, min_data_in_leaf=0, leaf_shrinkage=0.0,
         max_delta_step=0.0, random_strength=1.0, score_function: str | None = None,
         split_curvature: str | None = None,
         leaf_newton_steps: int = 1,
@@ -115,7 +115,8 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
       l1: alpha, L1 penalty on leaf values.
       min_split_gain: gamma; a level is split only if its summed gain exceeds it.
         Oblivious trees also take a negative value, and -inf splits every level on its
-        best-ranked candidate, whatever its gain, as CatBoost grows its trees.
+        best-ranked candidate, whatever its gain, as CatBoost grows its trees. None
+        (the default): -inf for oblivious trees, 0 for depthwise and lossguide.
       min_child_weight: least Hessian sum a child must hold for its node's gain to
         count.
       min_data_in_leaf: least rows a child must hold for its node's gain to count
@@ -323,7 +324,7 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
     if score_function is not None:
         spec.check_mode(score_function, "score_function", ScoreFunction)
     spec.check_split_curvature(split_curvature, grow_policy, monotone_constraints)
-    spec.check_min_split_gain(min_split_gain, grow_policy)
+    min_split_gain = spec.min_split_gain(min_split_gain, grow_policy)
     categorical.check_target_statistic(target_statistic)
     leaf_newton_steps = spec.check_leaf_newton_steps(leaf_newton_steps, objective)
     data = _training_rows(X, y, sample_weight=sample_weight, group=group,

@@ -91,7 +91,7 @@ class _JaxGBTModel(BaseEstimator):
     def __init__(self, *, loss=None, n_trees: int = 200, depth: int = 6,
                  grow_policy: str = "oblivious", max_leaves=None, learning_rate=0.1,
                  n_bins: int = 256,
-                 l2=None, l1=0.0, min_split_gain=0.0, min_child_weight=1.0,
+                 l2=None, l1=0.0, min_split_gain=None, min_child_weight=1.0,
                  min_data_in_leaf=0, leaf_shrinkage=0.0, max_delta_step=0.0,
                  random_strength=1.0,
                  score_function: str | None = None, split_curvature: str | None = None,

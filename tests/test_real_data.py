@@ -130,10 +130,10 @@ def test_cps1988_predictions_match_catboost_plain():
 @pytest.mark.skipif(not HAS_CATBOOST, reason="catboost is not installed")
 def test_wine_multiclass_trees_match_catboost(tmp_path):
     # CatBoost's MultiClass at its search (weights, the cosine score, l2 = 3), without
-    # its randomness, grows every level (min_split_gain=-inf), takes each leaf's Newton
-    # step on the full 3 x 3 Hessian and starts from 0. With the same, jaxgbt grows the
-    # same trees: every split's column and border, and the training rows' margins
-    # (measured max |difference| 6e-7 at 60 trees).
+    # its randomness, grows every level (jaxgbt's default min_split_gain=-inf for
+    # oblivious trees), takes each leaf's Newton step on the full 3 x 3 Hessian and
+    # starts from 0. With the same, jaxgbt grows the same trees: every split's column and
+    # border, and the training rows' margins (measured max |difference| 6e-7 at 60 trees).
     import catboost
     from sklearn.datasets import load_wine
 
@@ -144,7 +144,7 @@ def test_wine_multiclass_trees_match_catboost(tmp_path):
     settings = dict(n_trees=30, depth=DEPTH, learning_rate=LEARNING_RATE, l2=3.0,
                     split_curvature="weight", score_function="cosine", random_strength=0.0,
                     hessian="full", base_score=[0.0, 0.0, 0.0])
-    model = jaxgbt.fit("softmax", X, y, min_split_gain=-np.inf, **settings)
+    model = jaxgbt.fit("softmax", X, y, **settings)
     anchor = catboost.CatBoost(dict(
         loss_function="MultiClass", iterations=30, depth=DEPTH, learning_rate=LEARNING_RATE,
         l2_leaf_reg=3, bootstrap_type="No", random_strength=0, border_count=254,
@@ -159,10 +159,10 @@ def test_wine_multiclass_trees_match_catboost(tmp_path):
     expected = anchor.predict(X, prediction_type="RawFormulaVal")
     np.testing.assert_allclose(raw - raw.mean(1, keepdims=True),
                                expected - expected.mean(1, keepdims=True), atol=1e-5)
-    # jaxgbt's default of min_split_gain=0 leaves such levels pass-through: where the
-    # first levels have made most nodes pure, splitting them costs their leaves' l2
-    # shrinkage more than the rest gain.
-    stopped = jaxgbt.fit("softmax", X, y, **settings)
+    # min_split_gain=0 (XGBoost's and LightGBM's rule) leaves such levels pass-through:
+    # where the first levels have made most nodes pure, splitting them costs their
+    # leaves' l2 shrinkage more than the rest gain.
+    stopped = jaxgbt.fit("softmax", X, y, min_split_gain=0.0, **settings)
     assert np.any(np.asarray(stopped.split_gain) == 0)
     assert np.all(np.asarray(model.split_gain) > 0)
 

@@ -12,6 +12,7 @@ from numpy.testing import assert_array_equal
 import jaxgbt
 import jaxgbt.core.search as search
 import jaxgbt.core.split as split
+import jaxgbt.spec as spec
 from jaxgbt.core.histogram import build_histogram
 from jaxgbt.core.split import ScoreNoise, SplitParams
 from jaxgbt.core.tree import grow_depthwise_tree, grow_lossguide_tree, grow_tree
@@ -106,6 +107,15 @@ def test_a_negative_min_split_gain_is_for_oblivious_trees():
     for bad in (np.nan, np.inf):
         with pytest.raises(ValueError, match="finite number or -inf"):
             jaxgbt.fit("logistic", X, y, min_split_gain=bad, **SMALL)
+
+
+def test_min_split_gain_defaults_by_grow_policy():
+    # Oblivious levels all split (CatBoost's rule); depthwise and leaf-wise nodes split
+    # only where they gain, as XGBoost's and LightGBM's do.
+    assert spec.min_split_gain(None, "oblivious") == -np.inf
+    assert spec.min_split_gain(None, "depthwise") == 0.0
+    assert spec.min_split_gain(None, "lossguide") == 0.0
+    assert spec.min_split_gain(2.5, "depthwise") == 2.5
 
 
 def test_depthwise_cosine_trees_match_the_reference():

@@ -18,7 +18,7 @@ left or right child would hold less Hessian than ``min_child_weight``, or (with
 The level is split only when that sum exceeds ``min_split_gain`` (so
 ``min_split_gain`` is XGBoost's ``gamma`` and LightGBM's ``min_gain_to_split``);
 otherwise it is a pass-through level that sends every row left, so that trees keep a
-fixed shape. A negative ``min_split_gain`` (oblivious trees: ``spec.check_min_split_gain``)
+fixed shape. A negative ``min_split_gain`` (oblivious trees: ``spec.min_split_gain``)
 lets a level split at a loss: where most of its nodes are pure, splitting them costs
 their leaves' l2 shrinkage more than the few mixed nodes gain, and at -inf every level
 splits on its best-ranked candidate that divides rows, as CatBoost's levels do (a gain
