@@ -158,8 +158,9 @@ def _grown_trees(objective, X, target, seeds, batch_size, depth, n_bins, l2,
                        min_child_weight=min_child_weight, base_score=start,
                        sampling="poisson", subsample=1.0, grow_policy=grow_policy,
                        max_leaves=max_leaves,
-                       # A random forest's trees split on their best candidates.
-                       random_strength=0.0,
+                       # A random forest's trees split on their best candidates, and
+                       # only where that lowers the impurity, as scikit-learn's nodes do.
+                       random_strength=0.0, min_split_gain=0.0,
                        # One-round trees: the target statistics' orders (the reason for
                        # them below 5,000 rows) need many rounds, so columns stay one-hot.
                        one_hot_max_size=categorical.ONE_HOT_MAX_SIZE,
