@@ -267,8 +267,8 @@ def check_traced(name: str, value, label: str | None = None):
 def min_split_gain(value, grow_policy: str):
     """``fit``'s ``min_split_gain``, checked, with its default for None: -inf for oblivious
     trees, whose every level then splits on its best-ranked candidate as CatBoost grows
-    its symmetric trees (docs/accuracy.md: better than 0 on 4 of 31 rows of the suite,
-    worse on none), and 0 for depthwise and leaf-wise trees.
+    its symmetric trees (docs/accuracy.md: better than 0 on 4 of 52 rows of the suite and
+    its held-out sets, worse on none), and 0 for depthwise and leaf-wise trees.
 
     A negative value (a level may split at a loss of gain) is for oblivious trees alone:
     depthwise and leaf-wise trees would split nodes for no gain at all. A traced value
