@@ -46,7 +46,7 @@ NONNEGATIVE = ("l2", "l1", "min_child_weight", "min_data_in_leaf",
                "hessian_floor", "random_strength", "bagging_temperature", "leaf_shrinkage",
                "max_delta_step")
 # fit's arguments that are traced arrays, so they can differ between vmapped models
-# (``min_split_gain`` may be negative: ``min_split_gain``).
+# (``min_split_gain`` may be negative: ``min_split_gain`` below checks it).
 TRACED = ("learning_rate", "l2", "l1", "min_split_gain", *NONNEGATIVE[2:], "base_score",
           "sample_weight", "seed", *RATES)
 
