@@ -77,8 +77,9 @@ def test_oblivious_cosine_trees_match_the_reference(settings):
 @pytest.mark.parametrize("score_function", ["l2", "cosine"])
 def test_a_negative_min_split_gain_splits_levels_at_a_loss(score_function):
     # A label that bins[0] > 3 decides: after the first split every node is pure, and
-    # splitting a pure node only shrinks its leaves (l2 = 3), a negative gain. The
-    # default leaves those levels pass-through; -inf splits them, as CatBoost does.
+    # splitting a pure node only shrinks its leaves (l2 = 3), a negative gain.
+    # min_split_gain=0 leaves those levels pass-through; -inf (fit's oblivious default)
+    # splits them, as CatBoost does.
     rng = np.random.default_rng(5)
     bins = rng.integers(0, N_BINS - 1, (5, N_ROWS)).astype(np.uint8)
     target = (bins[0] > 3).astype(np.float64)
