@@ -161,11 +161,13 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
         not ``NewtonL2``): the tree's structure fits the gradients by least squares, and
         ``min_child_weight`` bounds a child's summed weights. The leaves take the Newton
         step either way. None (the default): "weight" in CatBoost's regime, fewer than
-        5,000 training rows of one process with a categorical column encoded by target
-        statistics (by default, any of more than two categories there), and oblivious
-        trees or others without ``monotone_constraints``, where ``score_function`` and
-        ``l2`` default to CatBoost's too ("cosine", 3); else "hessian". It changes
-        nothing for squared error. See docs/training.md.
+        5,000 training rows of one process whose labels are values (a per-row loss's
+        labels other than 0/1 ones or a class index per row: regression, counts) or
+        with a categorical column encoded by target statistics (by default, any of
+        more than two categories there), and oblivious trees or others without
+        ``monotone_constraints``, where ``score_function`` and ``l2`` default to
+        CatBoost's too ("cosine", 3); else "hessian". It changes nothing for squared
+        error. See docs/training.md.
       leaf_newton_steps: Newton steps per leaf value (CatBoost's
         ``leaf_estimation_iterations``; >= 1). After the first, each takes the
         derivatives again at the margins the leaf values so far lead to, so a leaf
@@ -352,7 +354,8 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
         monotone_constraints, interaction_constraints, data.feature_names))
     search = spec.search_defaults(
         dict(split_curvature=split_curvature, score_function=score_function, l2=l2),
-        data.encoder, grow_policy, data.n_rows, distributed, monotone_constraints)
+        data.encoder, data.y, kind, vector_output, grow_policy, data.n_rows, distributed,
+        monotone_constraints)
     if l2 is None:  # its default depends on the encoded columns, known only now
         params = params._replace(split=params.split._replace(
             l2=jnp.asarray(search["l2"], jnp.float32)))

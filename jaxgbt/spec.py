@@ -212,38 +212,62 @@ CATBOOST_SEARCH = {"split_curvature": "weight", "score_function": "cosine", "l2"
 NEWTON_SEARCH = {"split_curvature": "hessian", "score_function": "l2", "l2": 1.0}
 
 
-def catboost_regime(encoder, grow_policy: str, n_rows: int, distributed: bool,
-                    monotone_constraints=None) -> bool:
+def labels_are_values(y, kind: LossKind, vector_output: bool) -> bool:
+    """Whether a per-row loss's labels are values, not classes: anything but labels of
+    0s and 1s (one label or one per output) and a class index per row of a vector output.
+
+    Read from the labels, not the loss, so that a loss written by hand fits the model of
+    its built-in twin: a logistic loss of one's own on 0/1 labels reads them as classes,
+    squared error, Poisson or Tweedie on any other labels as values (Poisson counts that
+    are all 0 or 1 as classes). Ranking and Cox's losses (``kind`` "group", "dataset")
+    and structured labels (a dict of arrays) are not read as values."""
+    if kind != "row" or isinstance(y, Mapping):
+        return False
+    y = np.asarray(y)
+    class_index = vector_output and y.ndim == 1
+    zero_one = bool(np.all((y == 0) | (y == 1)))
+    return not (class_index or zero_one)
+
+
+def catboost_regime(encoder, y, kind: LossKind, vector_output: bool, grow_policy: str,
+                    n_rows: int, distributed: bool, monotone_constraints=None) -> bool:
     """Whether a fit is in CatBoost's regime: fewer than ``categorical.SMALL_DATA_ROWS``
-    training rows of one process that split on a column of target statistics (there
-    by default every column of more than two categories,
-    ``categorical.default_one_hot_max_size``), with oblivious trees, or with depthwise
-    or leaf-wise ones without ``monotone_constraints`` (which they cannot search by
-    weights: ``check_split_curvature``)."""
+    training rows of one process whose labels ``y`` are values (``labels_are_values``)
+    or that split on a column of target statistics (there by default every column of
+    more than two categories, ``categorical.default_one_hot_max_size``), with oblivious
+    trees, or with depthwise or leaf-wise ones without ``monotone_constraints`` (which
+    they cannot search by weights: ``check_split_curvature``). The labels are read only
+    on few rows of one process."""
     with_statistics = encoder is not None and any(
         column.kind == categorical.TARGET for column in encoder.columns)
     small = n_rows < categorical.SMALL_DATA_ROWS and not distributed
     searchable = grow_policy == "oblivious" or monotone_constraints is None
-    return small and with_statistics and searchable
+    return small and searchable and (with_statistics
+                                     or labels_are_values(y, kind, vector_output))
 
 
-def search_defaults(values: dict, encoder, grow_policy: str, n_rows: int,
-                    distributed: bool, monotone_constraints=None) -> dict:
+def search_defaults(values: dict, encoder, y, kind: LossKind, vector_output: bool,
+                    grow_policy: str, n_rows: int, distributed: bool,
+                    monotone_constraints=None) -> dict:
     """``values`` ({"split_curvature", "score_function", "l2"}: each as given, or None)
     with each None replaced: by CatBoost's defaults in its regime (``catboost_regime``),
     the search by weights, its cosine score and l2 = 3, else by the Newton search
     ranked by its gain with l2 = 1.
 
-    Why: in that regime CatBoost's three together were better beyond noise than the
-    Newton defaults on 15 of 26 (dataset, metric) rows of the accuracy suite, its
-    multiclass tasks and four held-out sets with oblivious trees, and worse on none.
-    Depthwise and leaf-wise trees with the Newton search were worse than the oblivious
-    defaults on 11 and 12 of 18 rows of the five sets and five tasks, with the three on
-    2 and 3. Outside it the search by weights was worse on 3 of 23 rows and better on
-    none, l2 = 3 worse on the larger multiclass sets and the cosine on adult's and
-    digits' log losses (docs/accuracy.md, "The split search by weights")."""
-    regime = CATBOOST_SEARCH if catboost_regime(encoder, grow_policy, n_rows, distributed,
-                                                monotone_constraints) else NEWTON_SEARCH
+    Why: on small data with target statistics CatBoost's three together were better
+    beyond noise than the Newton defaults on 15 of 26 (dataset, metric) rows of the
+    accuracy suite, its multiclass tasks and four held-out sets with oblivious trees,
+    and worse on none; on small data whose labels are values, on 4 of 6 regression and
+    count rows, and worse on none. Depthwise and leaf-wise trees with the Newton search
+    were worse than the oblivious defaults on 11 and 12 of 18 rows of the five sets and
+    five tasks, with the three on 2 and 3. Outside it the search by weights was worse on
+    3 of 23 rows and better on none, l2 = 3 worse on the larger multiclass sets and
+    small classes without statistics (digits), and the three worse on a regression set
+    of 5,093 training rows (docs/accuracy.md, "The split search by weights" and "Small
+    regression and count data")."""
+    regime = CATBOOST_SEARCH if catboost_regime(
+        encoder, y, kind, vector_output, grow_policy, n_rows, distributed,
+        monotone_constraints) else NEWTON_SEARCH
     return {name: regime[name] if value is None else value for name, value in values.items()}
 
 

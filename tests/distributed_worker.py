@@ -60,7 +60,12 @@ def cases(X, y, weight, classes, rows, eval_rows):
         "sampled": dict(loss="logistic", X=X[rows], y=y[rows], subsample=0.5,
                         colsample_bytree=0.7, **SMALL),
         "depthwise_huber": dict(loss="huber@1.0", X=X[rows], y=X[rows, 1],
-                                 grow_policy="depthwise", **SMALL),
+                                 grow_policy="depthwise",
+                                 # CatBoost's search, the default for few rows of
+                                 # values in one process (spec.search_defaults), as
+                                 # the processes take it when it is passed
+                                 split_curvature="weight", score_function="cosine",
+                                 l2=3.0, **SMALL),
         "categorical": dict(loss="logistic", X=with_categories(X)[rows], y=y[rows],
                             categorical_features=[0, 2], one_hot_max_size=4,
                             # processes share one order of the target statistics

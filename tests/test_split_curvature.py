@@ -103,10 +103,13 @@ def test_in_catboosts_regime_the_search_defaults_to_catboosts():
     one_hot_only = SimpleNamespace(columns=(Column(NUMERIC), Column(ONE_HOT, 2)))
     unset = dict(split_curvature=None, score_function=None, l2=None)
 
+    classes, values = np.array([0.0, 1.0, 1.0]), np.array([0.5, 2.0, 1.0])
+
     def chosen(encoder, grow_policy="oblivious", n_rows=4_999, distributed=False,
-               monotone_constraints=None, **given):
-        return spec.search_defaults({**unset, **given}, encoder, grow_policy, n_rows,
-                                    distributed, monotone_constraints)
+               monotone_constraints=None, y=classes, kind="row", vector_output=False,
+               **given):
+        return spec.search_defaults({**unset, **given}, encoder, y, kind, vector_output,
+                                    grow_policy, n_rows, distributed, monotone_constraints)
 
     catboost = dict(split_curvature="weight", score_function="cosine", l2=3.0)
     newton = dict(split_curvature="hessian", score_function="l2", l2=1.0)
@@ -122,6 +125,19 @@ def test_in_catboosts_regime_the_search_defaults_to_catboosts():
     assert chosen(with_statistics, monotone_constraints={0: 1}) == catboost
     assert chosen(one_hot_only) == newton
     assert chosen(None) == newton
+    # Labels that are values (regression, counts) take it on few rows without statistics,
+    # read from the labels: neither 0/1 labels nor a class index per row of a vector output.
+    assert chosen(None, y=values) == catboost
+    assert chosen(one_hot_only, y=values) == catboost
+    assert chosen(None, y=np.stack([values, classes], axis=1)) == catboost
+    assert chosen(None, y=np.array([0.0, 2.0, 1.0]), vector_output=True) == newton
+    assert chosen(None, y=np.stack([classes, classes], axis=1)) == newton
+    assert chosen(None, y=values, kind="group") == newton  # ranking
+    assert chosen(None, y=values, kind="dataset") == newton  # Cox
+    assert chosen(None, y={"lower": values, "upper": values}) == newton
+    assert chosen(None, y=values, n_rows=5_000) == newton
+    assert chosen(None, y=values, distributed=True) == newton
+    assert chosen(None, "depthwise", y=values, monotone_constraints={0: 1}) == newton
     # A value given is used as given, in the regime or out of it.
     assert chosen(with_statistics, l2=0.5) == {**catboost, "l2": 0.5}
     assert chosen(None, "depthwise", split_curvature="weight") == {**newton,
@@ -142,3 +158,24 @@ def test_a_fit_with_a_column_of_target_statistics_takes_catboosts_search():
     for name in MODEL_ARRAYS:
         np.testing.assert_array_equal(getattr(default, name), getattr(catboost, name))
     assert not np.allclose(default.predict(X), newton.predict(X), atol=1e-6)
+
+
+def test_a_small_fit_whose_labels_are_values_takes_catboosts_search():
+    X, y = make_regression(seed=2)
+    counts = np.random.default_rng(1).poisson(np.exp(0.5 * y)).astype(np.float32)
+    common = dict(n_trees=6, depth=3, n_bins=N_BINS)
+    catboost = dict(split_curvature="weight", score_function="cosine", l2=3.0)
+    newton = dict(split_curvature="hessian", score_function="l2", l2=1.0)
+    default = jaxgbt.fit("poisson", X, counts, **common)
+    for name in MODEL_ARRAYS:
+        np.testing.assert_array_equal(
+            getattr(default, name), getattr(jaxgbt.fit("poisson", X, counts, **catboost,
+                                                       **common), name))
+    assert not np.allclose(default.predict(X),
+                           jaxgbt.fit("poisson", X, counts, **newton, **common).predict(X),
+                           atol=1e-6)
+    # Classes on the same rows, with no column of statistics, keep the Newton search.
+    labels = (y > np.median(y)).astype(np.float32)
+    classes = jaxgbt.fit("logistic", X, labels, **common)
+    np.testing.assert_array_equal(
+        classes.leaf_value, jaxgbt.fit("logistic", X, labels, **newton, **common).leaf_value)
