@@ -214,18 +214,19 @@ NEWTON_SEARCH = {"split_curvature": "hessian", "score_function": "l2", "l2": 1.0
 
 def labels_are_values(y, kind: LossKind, vector_output: bool) -> bool:
     """Whether a per-row loss's labels are values, not classes: anything but labels of
-    0s and 1s (one label or one per output) and a class index per row of a vector output.
+    0s and 1s (one label or one per output; for a dict of arrays, every array) and a
+    class index per row of a vector output.
 
     Read from the labels, not the loss, so that a loss written by hand fits the model of
     its built-in twin: a logistic loss of one's own on 0/1 labels reads them as classes,
     squared error, Poisson or Tweedie on any other labels as values (Poisson counts that
-    are all 0 or 1 as classes). Ranking and Cox's losses (``kind`` "group", "dataset")
-    and structured labels (a dict of arrays) are not read as values."""
-    if kind != "row" or isinstance(y, Mapping):
+    are all 0 or 1 as classes), and so does a loss of counts and exposures given as a
+    dict. Ranking and Cox's losses (``kind`` "group", "dataset") are not read as values."""
+    if kind != "row":
         return False
-    y = np.asarray(y)
-    class_index = vector_output and y.ndim == 1
-    zero_one = bool(np.all((y == 0) | (y == 1)))
+    arrays = [np.asarray(a) for a in y.values()] if isinstance(y, Mapping) else [np.asarray(y)]
+    class_index = vector_output and not isinstance(y, Mapping) and arrays[0].ndim == 1
+    zero_one = all(bool(np.all((a == 0) | (a == 1))) for a in arrays)
     return not (class_index or zero_one)
 
 

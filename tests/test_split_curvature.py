@@ -134,7 +134,8 @@ def test_in_catboosts_regime_the_search_defaults_to_catboosts():
     assert chosen(None, y=np.stack([classes, classes], axis=1)) == newton
     assert chosen(None, y=values, kind="group") == newton  # ranking
     assert chosen(None, y=values, kind="dataset") == newton  # Cox
-    assert chosen(None, y={"lower": values, "upper": values}) == newton
+    assert chosen(None, y={"count": values, "exposure": np.ones(3)}) == catboost
+    assert chosen(None, y={"hit": classes, "exposure": np.ones(3)}) == newton
     assert chosen(None, y=values, n_rows=5_000) == newton
     assert chosen(None, y=values, distributed=True) == newton
     assert chosen(None, "depthwise", y=values, monotone_constraints={0: 1}) == newton
