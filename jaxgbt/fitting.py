@@ -15,7 +15,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxgbt import spec
-from jaxgbt.core.config import BoostConfig, Boosting, GrowPolicy, ScoreFunction
+from jaxgbt.core.config import BoostConfig, Boosting, GrowPolicy, NoiseDraws, ScoreFunction
 from jaxgbt.core.ordered import compiled_row_order
 from jaxgbt.core.round import BoostParams, TrainData
 from jaxgbt.core.statistic_orders import n_columns as split_columns
@@ -62,8 +62,8 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
         grow_policy: str = "oblivious", max_leaves: int | None = None, learning_rate=0.1,
         n_bins: int = 256, l2=None, l1=0.0,
         min_split_gain=None, min_child_weight=1.0, min_data_in_leaf=0, leaf_shrinkage=0.0,
-        max_delta_step=0.0, random_strength=1.0, score_function: str | None = None,
-        split_curvature: str | None = None,
+        max_delta_step=0.0, random_strength=1.0, noise_draws: str = "feature",
+        score_function: str | None = None, split_curvature: str | None = None,
         leaf_newton_steps: int = 1,
         base_score=None, sample_weight=None, seed: int = 0,
         base_margin=None, eval_base_margin=None, boosting: str = "plain",
@@ -148,6 +148,12 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
         the spread of the round's gradients, decaying as the rounds times their
         learning rates pass log N (``jaxgbt.core.split.ScoreNoise``). Drawn from
         ``seed``; sweepable. See docs/training.md.
+      noise_draws: how the noisy scores pick a split. "feature" (the default,
+        CatBoost's): each feature's candidate of the largest noisy score is its best,
+        and the features' bests compete by their scores plus a fresh draw each, so a
+        feature of many candidates gains nothing from the largest of its many draws;
+        "candidate": the largest noisy score of every candidate wins (jaxgbt's
+        selection before 2026-12). See docs/training.md.
       score_function: what candidate splits are ranked by: "l2", their gain, XGBoost's
         and LightGBM's criterion; "cosine", CatBoost's default score, the cosine between
         the leaf values a split gives the rows and their negative gradients
@@ -323,6 +329,7 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
     spec.check_mode(grow_policy, "grow_policy", GrowPolicy)
     leaf_budget = spec.leaf_budget(max_leaves, grow_policy, depth)
     spec.check_mode(boosting, "boosting", Boosting)
+    spec.check_mode(noise_draws, "noise_draws", NoiseDraws)
     if score_function is not None:
         spec.check_mode(score_function, "score_function", ScoreFunction)
     spec.check_split_curvature(split_curvature, grow_policy, monotone_constraints)
@@ -395,7 +402,7 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
             thresholds, data.n_rows, () if sparse is None else sparse.features,
             missing_values),
         sparse_group=sparse,
-        noisy_scores=spec.score_noise(random_strength),
+        noisy_scores=spec.score_noise(random_strength), noise_draws=noise_draws,
         score_function=search["score_function"], split_curvature=search["split_curvature"],
         leaf_newton_steps=leaf_newton_steps, order_statistics=data.order_statistics,
         missing_values=missing_values, one_output_per_tree=one_output_per_tree)

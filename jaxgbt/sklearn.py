@@ -46,7 +46,7 @@ from jaxgbt.objectives import Objective
 _FIT_SETTINGS = (
     "n_trees", "depth", "grow_policy", "max_leaves", "learning_rate", "n_bins", "l2", "l1",
     "min_split_gain", "min_child_weight", "min_data_in_leaf", "leaf_shrinkage",
-    "max_delta_step", "random_strength",
+    "max_delta_step", "random_strength", "noise_draws",
     "score_function", "split_curvature",
     "leaf_newton_steps",
     "base_score", "seed",
@@ -93,7 +93,7 @@ class _JaxGBTModel(BaseEstimator):
                  n_bins: int = 256,
                  l2=None, l1=0.0, min_split_gain=None, min_child_weight=1.0,
                  min_data_in_leaf=0, leaf_shrinkage=0.0, max_delta_step=0.0,
-                 random_strength=1.0,
+                 random_strength=1.0, noise_draws: str = "feature",
                  score_function: str | None = None, split_curvature: str | None = None,
                  leaf_newton_steps: int = 1, base_score=None,
                  seed: int = 0, boosting: str = "plain", link=None, hessian=None,
@@ -121,6 +121,7 @@ class _JaxGBTModel(BaseEstimator):
         self.leaf_shrinkage = leaf_shrinkage
         self.max_delta_step = max_delta_step
         self.random_strength = random_strength
+        self.noise_draws = noise_draws
         self.score_function = score_function
         self.split_curvature = split_curvature
         self.leaf_newton_steps = leaf_newton_steps

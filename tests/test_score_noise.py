@@ -33,11 +33,12 @@ def _problem(n_features: int = 8):
     return jnp.asarray(bins), jnp.asarray(np.column_stack([g, h]), jnp.float32)
 
 
-def _params(scale=None, min_split_gain=0.0, seed=0):
+def _params(scale=None, min_split_gain=0.0, seed=0, by_feature=False):
     base = SplitParams(*(jnp.float32(v) for v in (1.0, 0.0, min_split_gain, 1.0)))
     if scale is None:
         return base
-    return base._replace(noise=ScoreNoise(jax.random.PRNGKey(seed), jnp.float32(scale)))
+    return base._replace(noise=ScoreNoise(jax.random.PRNGKey(seed), jnp.float32(scale),
+                                          jnp.asarray(by_feature)))
 
 
 def _grown(grow, params, bins=None, gh=None):
@@ -68,7 +69,8 @@ def test_noise_scale_matches_a_float64_reference():
     np.testing.assert_allclose(float(half), 0.5, rtol=1e-5)
 
 
-def test_noisy_ranks_match_a_float64_reference():
+@pytest.mark.parametrize("by_feature", [False, True], ids=["candidate", "feature"])
+def test_noisy_ranks_match_a_float64_reference(by_feature):
     bins, gh = _problem()
     # Feature 3 fills no row in bins 5 and 6, feature 4 none past bin 3 (its missing
     # cells stay): those candidates divide the rows as the one before them.
@@ -76,7 +78,7 @@ def test_noisy_ranks_match_a_float64_reference():
     bins[3][np.isin(bins[3], (5, 6))] = 4
     bins[4][(bins[4] > 3) & (bins[4] < N_BINS - 1)] = 3
     bins = jnp.asarray(bins)
-    params = _params(scale=0.3, min_split_gain=0.05)
+    params = _params(scale=0.3, min_split_gain=0.05, by_feature=by_feature)
     node = jnp.asarray(np.random.default_rng(2).integers(0, 2, N_ROWS), jnp.int32)
     hist = build_histogram(bins, node, gh, 2, N_BINS)  # [F, 2, B, 2]
     features = jnp.arange(8, dtype=jnp.int32)
@@ -91,14 +93,25 @@ def test_noisy_ranks_match_a_float64_reference():
     draws = np.asarray(split.candidate_normals(params.noise.key, features,
                                                jnp.arange(N_BINS - 1, dtype=jnp.uint32)))
     g64 = np.asarray(gains, np.float64)
-    expected = np.sqrt(np.maximum(g64 + parent_ref[:, None, None], 0)) + 0.3 * draws[..., None]
+    score = np.sqrt(np.maximum(g64 + parent_ref[:, None, None], 0))
+    expected = score + 0.3 * draws[..., None]
     empty = np.all(H[:, :, :-1] == 0, axis=(1, 3))  # [F, B-1]: no row of either node
     empty[:, 0] = False
     assert empty[3, [5, 6]].all() and empty[4, 4:].all() and empty.sum() == 2 + (N_BINS - 1 - 4)
-    expected = np.where((g64 > 0.05) & ~empty[..., None], expected, -np.inf)
+    ranked = (g64 > 0.05) & ~empty[..., None]
+    expected = np.where(ranked, expected, -np.inf)
     assert np.isneginf(expected).any() and np.isfinite(expected).any()
     # The repeated candidates would split: only their mask leaves them out.
     assert (g64[4, 4:, 1] > 0.05).all()
+    if by_feature:
+        # CatBoost's: each feature's largest noisy score picks its best, which is ranked
+        # by its own score plus one more draw of the feature's.
+        key = np.asarray(params.noise.key).astype(np.uint32) ^ np.uint32(0x7F4A7C15)
+        fresh = np.asarray(split.candidate_normals(jnp.asarray(key), features,
+                                                   jnp.zeros((), jnp.uint32)))
+        best = ranked & (expected == expected.max(axis=(1, 2), keepdims=True))
+        assert np.all(best.sum(axis=(1, 2)) >= 1)
+        expected = np.where(best, score + 0.3 * fresh[:, None, None], -np.inf)
     np.testing.assert_allclose(got, expected, rtol=1e-5)
 
 
@@ -164,13 +177,14 @@ def test_noise_moves_splits_by_seed_and_never_to_one_that_does_not_gain(grow):
         assert np.any(gain > 0)
 
 
+@pytest.mark.parametrize("by_feature", [False, True], ids=["candidate", "feature"])
 @GROWERS
-def test_noise_does_not_depend_on_how_features_are_blocked(monkeypatch, grow):
+def test_noise_does_not_depend_on_how_features_are_blocked(monkeypatch, grow, by_feature):
     trees = []
     for block_bytes in (1, 2**30):  # one feature per block; every feature in one
         monkeypatch.setattr(search, "SEARCH_BLOCK_BYTES", block_bytes)
         monkeypatch.setattr(search, "FEW_ROWS_SEARCH_BLOCK_BYTES", block_bytes)
-        trees.append(_tree(_grown(grow, _params(scale=1.0, seed=3))))
+        trees.append(_tree(_grown(grow, _params(scale=1.0, seed=3, by_feature=by_feature))))
     for got, expected in zip(*trees, strict=True):
         assert_same_numbers(got, expected)
 
@@ -185,6 +199,20 @@ def test_fit_with_random_strength_is_seeded_and_plain_at_zero():
     assert not np.array_equal(noisy[0].feature, noisy[2].feature)
     assert not np.array_equal(noisy[0].feature, plain[0].feature)
     assert np.all(np.isfinite(noisy[0].leaf_value))
+
+
+def test_noise_draws_choose_how_noisy_scores_pick_and_are_checked():
+    X, y = make_binary()
+    by = {draws: jaxgbt.fit("logistic", X, y, noise_draws=draws, **SMALL)
+          for draws in ("feature", "candidate")}
+    assert_array_equal(jaxgbt.fit("logistic", X, y, **SMALL).leaf_value,
+                       by["feature"].leaf_value)  # the default: CatBoost's
+    assert not np.array_equal(by["feature"].feature, by["candidate"].feature)
+    quiet = {draws: jaxgbt.fit("logistic", X, y, noise_draws=draws, random_strength=0.0,
+                               **SMALL) for draws in ("feature", "candidate")}
+    assert_array_equal(quiet["feature"].leaf_value, quiet["candidate"].leaf_value)
+    with pytest.raises(ValueError, match="noise_draws"):
+        jaxgbt.fit("logistic", X, y, noise_draws="bin", **SMALL)
 
 
 def test_random_strength_is_swept_like_the_other_traced_settings():

@@ -36,6 +36,10 @@ GrowPolicy = Literal["oblivious", "depthwise", "lossguide"]
 Boosting = Literal["plain", "ordered"]
 RowSampling = Literal["bernoulli", "poisson", "goss", "bayesian", "mvs"]
 ScoreFunction = Literal["l2", "cosine"]
+# How noisy scores pick a split (``split.candidate_ranks``): "feature", CatBoost's, each
+# feature's best candidate by its noisy score, then the features by a fresh draw each;
+# "candidate", the largest noisy score of all candidates.
+NoiseDraws = Literal["feature", "candidate"]
 SplitCurvature = Literal["hessian", "weight"]
 # XGBoost's names: one tree a round whose leaves hold every output, or a tree per output.
 MultiStrategy = Literal["multi_output_tree", "one_output_per_tree"]
@@ -119,6 +123,8 @@ class BoostConfig:
         the traced ``BoostParams.random_strength``; ``split.ScoreNoise``).
       score_function: what candidates are ranked by: "l2", the gain (XGBoost's), or
         "cosine", CatBoost's default score (``split.cosine_scores``).
+      noise_draws: with ``score_noise``, how the noisy scores pick a split
+        (``NoiseDraws``, ``split.candidate_ranks``).
       split_curvature: what the split search sums as each row's curvature: "hessian",
         its weighted Hessian (XGBoost's and LightGBM's Newton search), or "weight", its
         weight alone (CatBoost's first-order search: the structure fits the gradients
@@ -164,6 +170,7 @@ class BoostConfig:
     sparse_group: SparseGroup | None = None
     score_noise: bool = False
     score_function: ScoreFunction = "l2"
+    noise_draws: NoiseDraws = "feature"
     split_curvature: SplitCurvature = "hessian"
     missing_values: bool = True
     leaf_newton_steps: int = 1

@@ -235,7 +235,9 @@ def _with_noise(config: BoostConfig, params: BoostParams, data: TrainData, at: D
                         rounds * learning_rate, config.axis_name)
     key = jax.random.fold_in(jax.random.fold_in(params.sampling.key, round_index),
                              _NOISE_STREAM)
-    return params._replace(split=params.split._replace(noise=ScoreNoise(key, scale)))
+    by_feature = jnp.asarray(config.noise_draws == "feature")
+    return params._replace(split=params.split._replace(
+        noise=ScoreNoise(key, scale, by_feature)))
 
 
 def _on_output(at: Derivatives, output: jax.Array | None) -> Derivatives:

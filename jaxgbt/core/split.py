@@ -58,21 +58,27 @@ MIN_DENOMINATOR = 1e-6
 class ScoreNoise(NamedTuple):
     """CatBoost's ``random_strength``: normal noise on the score candidates are ranked by.
 
-    A candidate is ranked by ``sqrt(S) + scale * e`` where S is the summed score
+    A candidate's noisy score is ``sqrt(S) + scale * e`` where S is the summed score
     T(G)^2 / (H + l2) of the children it makes (the gain plus the parent's score) and e
     a standard normal drawn for it: for squared error (H = rows) sqrt(S) is CatBoost's
     default "Cosine" score, and ``scale`` is in its units (``core.round.noise_scale``).
-    Candidates whose gain does not exceed ``min_split_gain`` are not ranked, so the
-    noise never turns a split level into a pass-through one.
+    With ``by_feature`` (CatBoost's selection), each feature's candidate of the largest
+    noisy score is its best, and the features' bests are ranked by their own scores
+    plus a fresh draw each (``candidate_ranks``); else every candidate is ranked by its
+    noisy score. Candidates whose gain does not exceed ``min_split_gain`` are not
+    ranked, so the noise never turns a split level into a pass-through one.
 
     Attributes:
       key: the level's PRNG key (u32[2]); a candidate's e is drawn from it and the
         candidate's feature index, so it does not depend on how features are blocked.
       scale: f32[], the noise's standard deviation.
+      by_feature: bool[] (a traced value, so that it passes ``lax.switch`` operands):
+        CatBoost's selection of one draw per candidate, then one per feature.
     """
 
     key: jax.Array
     scale: jax.Array
+    by_feature: jax.Array | bool = False
 
 
 class SplitParams(NamedTuple):
@@ -625,6 +631,12 @@ def candidate_ranks(gains: jax.Array, parent: jax.Array, cosine: jax.Array | Non
       missing-left); -inf where the gain would not split and, with noise, where the
       candidate repeats the one a bin below it (``repeated_candidates``). For squared
       error with l2 = 0 the two scores are equal (each child's H is its rows' weight).
+      With ``noise.by_feature``, as CatBoost selects: -inf but at each feature's (and,
+      for depthwise trees, each node's) candidate of the largest noisy score, ranked
+      there by its score plus a fresh draw of the feature's (and node's), so that a
+      feature of many candidates is not favoured by the largest of its many draws.
+      Searched in turn (``_searched``'s loop), the two missing directions pick a best
+      each, and the fresh draw, shared by both, leaves the larger score to win.
     """
     noise = params.noise
     *nodes, n_bins_here = gains.shape[1:-1]
@@ -640,10 +652,31 @@ def candidate_ranks(gains: jax.Array, parent: jax.Array, cosine: jax.Array | Non
             cells = cells[None] + jnp.uint32(NOISE_CELLS_PER_NODE) * jnp.arange(
                 nodes[0], dtype=jnp.uint32)[:, None]
         draws = candidate_normals(noise.key, features, cells)
-        score = score + noise.scale * draws[..., None]
         repeated = repeated_candidates(hist, by_node=bool(nodes))[..., :n_bins_here, :]
         splits = splits & ~repeated
+        noisy = score + noise.scale * draws[..., None]
+        return jnp.where(noise.by_feature, _by_feature(score, noisy, splits, features, noise),
+                         jnp.where(splits, noisy, -jnp.inf))
     return jnp.where(splits, score, -jnp.inf)
+
+
+# Folded into a level's noise key for the draw each feature's best is ranked by.
+_FEATURE_DRAWS = 0x7F4A7C15
+
+
+def _by_feature(score: jax.Array, noisy: jax.Array, splits: jax.Array, features: jax.Array,
+                noise: ScoreNoise) -> jax.Array:
+    """CatBoost's selection (``candidate_ranks``): f32 of the shape of ``score`` f32[b,
+    *S, C, d], -inf but at each (feature, node)'s candidate of the largest ``noisy``
+    score among ``splits``, where it is its ``score`` plus a fresh draw per feature
+    (and node) times the noise's scale."""
+    noisy = jnp.where(splits, noisy, -jnp.inf)
+    best = splits & (noisy == jnp.max(noisy, axis=(-2, -1), keepdims=True))
+    nodes = score.shape[1:-2]
+    cells = jnp.arange(nodes[0], dtype=jnp.uint32) if nodes else jnp.zeros((), jnp.uint32)
+    key = jnp.asarray(noise.key).astype(jnp.uint32) ^ jnp.uint32(_FEATURE_DRAWS)
+    fresh = candidate_normals(key, features, cells)[..., None, None]
+    return jnp.where(best, score + noise.scale * fresh, -jnp.inf)
 
 
 def repeated_candidates(hist: jax.Array, by_node: bool) -> jax.Array:
