@@ -250,6 +250,14 @@ TRICKY_CSV = """num,gaps,word,flag,day,code
 """
 
 
+def test_parquet_text_reads_missing_markers_as_the_csv_does(files):
+    # data.parquet was written from data.csv, whose empty cities stay "" in it.
+    from_csv, from_parquet = (tables.read_table(files / name)["city"]
+                              for name in ("data.csv", "data.parquet"))
+    assert any(value is None for value in from_csv)
+    assert list(from_parquet) == list(from_csv)
+
+
 def test_the_two_csv_readers_agree(tmp_path):
     path = tmp_path / "tricky.csv"
     path.write_text(TRICKY_CSV)

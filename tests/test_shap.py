@@ -55,8 +55,10 @@ def _repeats_a_column_on_a_path(model) -> bool:
 
 MODELS = {
     "oblivious": dict(loss="squared_error", depth=4, grow_policy="oblivious"),
+    # some nodes do not split: empty subtrees (without score noise, whose draws would
+    # decide which)
     "depthwise": dict(loss="squared_error", depth=3, grow_policy="depthwise",
-                      min_split_gain=2.0),  # some nodes do not split: empty subtrees
+                      min_split_gain=2.0, random_strength=0.0),
     "vector": dict(loss="multi_squared_error", depth=3, grow_policy="oblivious"),
     "logistic_depthwise": dict(loss="logistic", depth=4, grow_policy="depthwise"),
 }

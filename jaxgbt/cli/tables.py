@@ -8,7 +8,8 @@ CSV is read by pyarrow when it is installed (multi-threaded, and Parquet needs i
 ``cli`` extra installs it), else by the standard library's ``csv`` module and NumPy, so
 that the command line needs nothing beyond jaxgbt's own dependencies. Both readers take
 the same missing markers and true/false words, and give the same columns
-(``tests/test_cli.py``). pandas is not used: it is an optional dependency of jaxgbt.
+(``tests/test_cli.py``); Parquet text that is a missing marker is missing too. pandas
+is not used: it is an optional dependency of jaxgbt.
 """
 
 import contextlib
@@ -129,7 +130,11 @@ def _from_arrow(column) -> np.ndarray:
         return pc.cast(column, pa.float64()).to_numpy(zero_copy_only=False)
     if not (pa.types.is_string(kind) or pa.types.is_large_string(kind)):
         column = pc.cast(column, pa.string())  # dates, times: their text, as CSV holds it
-    return np.array(column.to_pylist(), dtype=object)
+    # Text that is a missing marker ("", "NA", ...) is missing, as a CSV reader reads it:
+    # a table written to Parquet from a CSV keeps its empty cells as "", and a model
+    # trained from the CSV must see the same rows from the Parquet file.
+    return np.array([None if value in MISSING else value for value in column.to_pylist()],
+                    dtype=object)
 
 
 def _read_csv_python(path: Path, delimiter: str) -> dict[str, np.ndarray]:

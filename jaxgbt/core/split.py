@@ -632,11 +632,12 @@ def candidate_ranks(gains: jax.Array, parent: jax.Array, cosine: jax.Array | Non
       candidate repeats the one a bin below it (``repeated_candidates``). For squared
       error with l2 = 0 the two scores are equal (each child's H is its rows' weight).
       With ``noise.by_feature``, as CatBoost selects: -inf but at each feature's (and,
-      for depthwise trees, each node's) candidate of the largest noisy score, ranked
-      there by its score plus a fresh draw of the feature's (and node's), so that a
-      feature of many candidates is not favoured by the largest of its many draws.
-      Searched in turn (``_searched``'s loop), the two missing directions pick a best
-      each, and the fresh draw, shared by both, leaves the larger score to win.
+      for depthwise trees, each node's) candidate of the largest noisy score in each
+      missing direction, ranked there by its score plus a fresh draw of the feature's
+      (and node's), so that a feature of many candidates is not favoured by the
+      largest of its many draws. The draw is shared by both directions, so the larger
+      score wins between them, whether they are scored at once or in turn
+      (``_searched``'s loop).
     """
     noise = params.noise
     *nodes, n_bins_here = gains.shape[1:-1]
@@ -667,11 +668,14 @@ _FEATURE_DRAWS = 0x7F4A7C15
 def _by_feature(score: jax.Array, noisy: jax.Array, splits: jax.Array, features: jax.Array,
                 noise: ScoreNoise) -> jax.Array:
     """CatBoost's selection (``candidate_ranks``): f32 of the shape of ``score`` f32[b,
-    *S, C, d], -inf but at each (feature, node)'s candidate of the largest ``noisy``
-    score among ``splits``, where it is its ``score`` plus a fresh draw per feature
-    (and node) times the noise's scale."""
+    *S, C, d], -inf but at each (feature, node, missing direction)'s candidate of the
+    largest ``noisy`` score among ``splits``, where it is its ``score`` plus a fresh
+    draw per feature (and node) times the noise's scale: the draw both directions
+    share leaves the larger score to win between them."""
     noisy = jnp.where(splits, noisy, -jnp.inf)
-    best = splits & (noisy == jnp.max(noisy, axis=(-2, -1), keepdims=True))
+    # Per missing direction: a search that scores the two in turn (``_searched``'s
+    # loop) sees one at a time, and must pick as the one that scores both at once.
+    best = splits & (noisy == jnp.max(noisy, axis=-2, keepdims=True))
     nodes = score.shape[1:-2]
     cells = jnp.arange(nodes[0], dtype=jnp.uint32) if nodes else jnp.zeros((), jnp.uint32)
     key = jnp.asarray(noise.key).astype(jnp.uint32) ^ jnp.uint32(_FEATURE_DRAWS)
