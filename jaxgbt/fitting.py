@@ -62,7 +62,7 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
         grow_policy: str = "oblivious", max_leaves: int | None = None, learning_rate=0.1,
         n_bins: int = 256, l2=None, l1=0.0,
         min_split_gain=None, min_child_weight=1.0, min_data_in_leaf=0, leaf_shrinkage=0.0,
-        max_delta_step=0.0, random_strength=1.0, noise_draws: str = "feature",
+        max_delta_step=0.0, random_strength=1.0, noise_draws: str = "candidate",
         score_function: str | None = None, split_curvature: str | None = None,
         leaf_newton_steps: int = 1,
         base_score=None, sample_weight=None, seed: int = 0,
@@ -148,12 +148,12 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
         the spread of the round's gradients, decaying as the rounds times their
         learning rates pass log N (``jaxgbt.core.split.ScoreNoise``). Drawn from
         ``seed``; sweepable. See docs/training.md.
-      noise_draws: how the noisy scores pick a split. "feature" (the default,
-        CatBoost's): each feature's candidate of the largest noisy score is its best,
-        and the features' bests compete by their scores plus a fresh draw each, so a
-        feature of many candidates gains nothing from the largest of its many draws;
-        "candidate": the largest noisy score of every candidate wins (jaxgbt's
-        selection before 2026-12). See docs/training.md.
+      noise_draws: how the noisy scores pick a split. "candidate" (the default): the
+        largest noisy score of every candidate wins; "feature" (CatBoost's): each
+        feature's candidate of the largest noisy score is its best, and the features'
+        bests compete by their scores plus a fresh draw each, so a feature of many
+        candidates gains nothing from the largest of its many draws. See
+        docs/training.md.
       score_function: what candidate splits are ranked by: "l2", their gain, XGBoost's
         and LightGBM's criterion; "cosine", CatBoost's default score, the cosine between
         the leaf values a split gives the rows and their negative gradients

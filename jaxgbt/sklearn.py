@@ -93,7 +93,7 @@ class _JaxGBTModel(BaseEstimator):
                  n_bins: int = 256,
                  l2=None, l1=0.0, min_split_gain=None, min_child_weight=1.0,
                  min_data_in_leaf=0, leaf_shrinkage=0.0, max_delta_step=0.0,
-                 random_strength=1.0, noise_draws: str = "feature",
+                 random_strength=1.0, noise_draws: str = "candidate",
                  score_function: str | None = None, split_curvature: str | None = None,
                  leaf_newton_steps: int = 1, base_score=None,
                  seed: int = 0, boosting: str = "plain", link=None, hessian=None,

@@ -752,7 +752,7 @@ def build_config(objective: Objective, *, depth: int, n_bins: int, n_outputs: in
                  n_rows: int, grow_policy: GrowPolicy, is_ordered: bool,
                  max_leaves: int | None = None,
                  bin_groups=None, sparse_group=None, noisy_scores: bool = False,
-                 noise_draws: str = "feature",
+                 noise_draws: str = "candidate",
                  leaf_newton_steps: int = 1, score_function: str = "l2",
                  split_curvature: str = "hessian",
                  order_statistics: categorical.OrderStatistics | None = None,

@@ -206,7 +206,7 @@ def test_noise_draws_choose_how_noisy_scores_pick_and_are_checked():
     by = {draws: jaxgbt.fit("logistic", X, y, noise_draws=draws, **SMALL)
           for draws in ("feature", "candidate")}
     assert_array_equal(jaxgbt.fit("logistic", X, y, **SMALL).leaf_value,
-                       by["feature"].leaf_value)  # the default: CatBoost's
+                       by["candidate"].leaf_value)  # the default
     assert not np.array_equal(by["feature"].feature, by["candidate"].feature)
     quiet = {draws: jaxgbt.fit("logistic", X, y, noise_draws=draws, random_strength=0.0,
                                **SMALL) for draws in ("feature", "candidate")}

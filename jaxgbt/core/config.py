@@ -36,9 +36,9 @@ GrowPolicy = Literal["oblivious", "depthwise", "lossguide"]
 Boosting = Literal["plain", "ordered"]
 RowSampling = Literal["bernoulli", "poisson", "goss", "bayesian", "mvs"]
 ScoreFunction = Literal["l2", "cosine"]
-# How noisy scores pick a split (``split.candidate_ranks``): "feature", CatBoost's, each
-# feature's best candidate by its noisy score, then the features by a fresh draw each;
-# "candidate", the largest noisy score of all candidates.
+# How noisy scores pick a split (``split.candidate_ranks``): "candidate", the largest
+# noisy score of all candidates; "feature", CatBoost's, each feature's best candidate by
+# its noisy score, then the features by a fresh draw each.
 NoiseDraws = Literal["feature", "candidate"]
 SplitCurvature = Literal["hessian", "weight"]
 # XGBoost's names: one tree a round whose leaves hold every output, or a tree per output.
@@ -170,7 +170,7 @@ class BoostConfig:
     sparse_group: SparseGroup | None = None
     score_noise: bool = False
     score_function: ScoreFunction = "l2"
-    noise_draws: NoiseDraws = "feature"
+    noise_draws: NoiseDraws = "candidate"
     split_curvature: SplitCurvature = "hessian"
     missing_values: bool = True
     leaf_newton_steps: int = 1
