@@ -235,7 +235,8 @@ def _with_noise(config: BoostConfig, params: BoostParams, data: TrainData, at: D
                         rounds * learning_rate, config.axis_name)
     key = jax.random.fold_in(jax.random.fold_in(params.sampling.key, round_index),
                              _NOISE_STREAM)
-    by_feature = jnp.asarray(config.noise_draws == "feature")
+    # None keeps CatBoost's selection out of the default's programs (``candidate_ranks``).
+    by_feature = jnp.asarray(True) if config.noise_draws == "feature" else None
     return params._replace(split=params.split._replace(
         noise=ScoreNoise(key, scale, by_feature)))
 

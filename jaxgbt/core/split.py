@@ -73,12 +73,13 @@ class ScoreNoise(NamedTuple):
         candidate's feature index, so it does not depend on how features are blocked.
       scale: f32[], the noise's standard deviation.
       by_feature: bool[] (a traced value, so that it passes ``lax.switch`` operands):
-        CatBoost's selection of one draw per candidate, then one per feature.
+        CatBoost's selection of one draw per candidate, then one per feature; None
+        (the default's) for one draw per candidate with nothing else computed.
     """
 
     key: jax.Array
     scale: jax.Array
-    by_feature: jax.Array | bool = False
+    by_feature: jax.Array | None = None
 
 
 class SplitParams(NamedTuple):
@@ -656,8 +657,11 @@ def candidate_ranks(gains: jax.Array, parent: jax.Array, cosine: jax.Array | Non
         repeated = repeated_candidates(hist, by_node=bool(nodes))[..., :n_bins_here, :]
         splits = splits & ~repeated
         noisy = score + noise.scale * draws[..., None]
+        by_candidate = jnp.where(splits, noisy, -jnp.inf)
+        if noise.by_feature is None:
+            return by_candidate
         return jnp.where(noise.by_feature, _by_feature(score, noisy, splits, features, noise),
-                         jnp.where(splits, noisy, -jnp.inf))
+                         by_candidate)
     return jnp.where(splits, score, -jnp.inf)
 
 
