@@ -660,8 +660,8 @@ def candidate_ranks(gains: jax.Array, parent: jax.Array, cosine: jax.Array | Non
         by_candidate = jnp.where(splits, noisy, -jnp.inf)
         if noise.by_feature is None:
             return by_candidate
-        return jnp.where(noise.by_feature, _by_feature(score, noisy, splits, features, noise),
-                         by_candidate)
+        return jnp.where(noise.by_feature,
+                         _by_feature(score, by_candidate, splits, features, noise), by_candidate)
     return jnp.where(splits, score, -jnp.inf)
 
 
@@ -673,10 +673,9 @@ def _by_feature(score: jax.Array, noisy: jax.Array, splits: jax.Array, features:
                 noise: ScoreNoise) -> jax.Array:
     """CatBoost's selection (``candidate_ranks``): f32 of the shape of ``score`` f32[b,
     *S, C, d], -inf but at each (feature, node, missing direction)'s candidate of the
-    largest ``noisy`` score among ``splits``, where it is its ``score`` plus a fresh
-    draw per feature (and node) times the noise's scale: the draw both directions
+    largest ``noisy`` score (-inf where not ``splits``), where it is its ``score`` plus a
+    fresh draw per feature (and node) times the noise's scale: the draw both directions
     share leaves the larger score to win between them."""
-    noisy = jnp.where(splits, noisy, -jnp.inf)
     # Per missing direction: a search that scores the two in turn (``_searched``'s
     # loop) sees one at a time, and must pick as the one that scores both at once.
     best = splits & (noisy == jnp.max(noisy, axis=-2, keepdims=True))
