@@ -72,10 +72,11 @@ print(hashlib.sha256(np.asarray(model.predict_raw(X)).tobytes()).hexdigest())
 """
 
 
-def _chunk_fit(tmp_path, loss: str, boom: bool = False, patched: bool = False) -> str:
+def _chunk_fit(tmp_path, loss: str, boom: bool = False, patched: bool = False,
+               **env) -> str:
     options = ("boom " if boom else "") + ("patched" if patched else "")
     return _run(CHUNK_FIT.replace("sys.argv[1]", repr(loss)).replace("sys.argv[2]", repr(options)),
-                JAXGBT_CACHE_DIR=str(tmp_path))
+                JAXGBT_CACHE_DIR=str(tmp_path), **env)
 
 
 def test_a_later_process_runs_the_stored_chunk_without_tracing_it(tmp_path):
@@ -103,6 +104,16 @@ def test_a_later_process_runs_the_stored_chunk_without_tracing_it(tmp_path):
         program.unlink()
     assert _chunk_fit(tmp_path, "logistic") == first
     assert _chunk_fit(tmp_path, "logistic", boom=True) == first
+
+
+def test_a_stored_chunk_runs_in_a_later_process_with_several_devices(tmp_path):
+    # A fit without a mesh runs on one device; loaded onto every device of the backend,
+    # the stored chunk asked for arguments sharded over both and refused the fit's.
+    flags = " ".join(filter(None, [os.environ.get("XLA_FLAGS"),
+                                   "--xla_force_host_platform_device_count=2"]))
+    first = _chunk_fit(tmp_path, "logistic", XLA_FLAGS=flags)
+    assert len(list((tmp_path / "chunks").iterdir())) == 1
+    assert _chunk_fit(tmp_path, "logistic", boom=True, XLA_FLAGS=flags) == first
 
 
 def test_a_stored_chunk_that_calls_lapack_runs_in_a_later_process(tmp_path):

@@ -265,10 +265,25 @@ def stored_chunk(key: tuple):
         serialized = data[8 + length:]
         if facts and facts[0].get("lapack"):
             _initialize_lapack()
-        return serialize_executable.deserialize_and_load(serialized, in_tree, out_tree)
+        # On the one device it was compiled for: by default JAX loads an executable onto
+        # every device of the backend, and with two (GPUs, or XLA_FLAGS'
+        # --xla_force_host_platform_device_count) it then asked for an argument sharded
+        # over both and refused the fit's ("Expected args ... to have 2 shards").
+        device = _default_device()
+        return serialize_executable.deserialize_and_load(
+            serialized, in_tree, out_tree, backend=device.client, execution_devices=[device])
     except Exception:  # a file cut short or from another build: compile instead
         path.unlink(missing_ok=True)
         return None
+
+
+def _default_device():
+    """The device a program compiled without a mesh runs on: JAX's default device (a
+    device, or the first of a platform named), else the first device."""
+    device = jax.config.jax_default_device
+    if device is None:
+        return jax.devices()[0]
+    return jax.devices(device)[0] if isinstance(device, str) else device
 
 
 @functools.cache
