@@ -253,9 +253,11 @@ def fit(loss: "str | Objective | Loss", X, y, *, n_trees: int = 200, depth: int 
       statistic_orders: P, the random orders of the training rows that target
         statistics are drawn under (CatBoost's folds). Each order has its own margins:
         round r grows its tree on order r mod P's statistics and gradients, and then
-        every order's margins move by the tree applied to its own statistics: with an
-        order per tree, no tree's gradients come from margins fitted to its own order's
-        noise (``jaxgbt.core.statistic_orders``). Default None: a new order for every
+        every order's margins move by the tree applied to its own statistics, with leaf
+        values set from that order's rows; the model keeps order r + 1's, set on
+        statistics that did not choose the splits. With an order per tree, no tree's
+        gradients come from margins fitted to its own order's noise
+        (``jaxgbt.core.statistic_orders``). Default None: a new order for every
         tree, at most the largest power of two within
         ``categorical.STATISTIC_ORDER_CELLS`` / N (each round costs P x N more). At
         most ``n_trees``; 1 with ``boosting="ordered"`` or ``distributed=True``. Only

@@ -52,10 +52,13 @@ def _setup(bins, y, *, learning_rate=0.5, l2=1.0):
     return config, params, data
 
 
-def orders_reference(bins, y, base, n_trees, *, learning_rate, l2):
+def orders_reference(bins, y, base, n_trees, *, learning_rate, l2, own_leaves=True):
     """Squared error (g = f - y, h = 1) in float64: round r grows its tree on order
-    r mod P's columns at its margins, then every order's margins move by the tree on its
-    own columns. Returns the trees and the margins f64[N, P, K]."""
+    p = r mod P's columns at its margins; then every order's margins move by the tree on
+    its own columns, each leaf the Newton step of the rows that reach it there at that
+    order's margins (empty leaves filled), and the model takes order p + 1's leaf values.
+    With ``own_leaves=False``, every order moves by order p's values, the model's then.
+    Returns the trees and the margins f64[N, P, K]."""
     y = np.asarray(y, np.float64).reshape(N_ROWS, -1)
     margins = np.broadcast_to(base, (N_ROWS, ORDERS, y.shape[1])).astype(np.float64)
     rows = [np.arange(N_FEATURES) for _ in range(ORDERS)]
@@ -67,13 +70,22 @@ def orders_reference(bins, y, base, n_trees, *, learning_rate, l2):
         p = r % ORDERS
         gh = np.concatenate([margins[:, p] - y, np.ones_like(y)], axis=1)
         tree = reference.grow_tree(bins[rows[p]], gh, DEPTH, N_BINS, l2=l2)
-        values = learning_rate * reference.filled_leaf_values(tree, gh)
+        grown_on = learning_rate * reference.filled_leaf_values(tree, gh)
+        steps = []
         for q in range(ORDERS):
             leaf = reference.route_binned(bins[rows[q]], tree.feature[None],
                                           tree.split_bin[None], tree.default_left[None],
                                           N_BINS)[:, 0]
+            own = np.concatenate([margins[:, q] - y, np.ones_like(y)], axis=1)
+            own_tree = tree._replace(leaf=leaf, leaf_value=reference.leaf_values(
+                own, leaf, 2**DEPTH, l2, 0.0))
+            values = (learning_rate * reference.filled_leaf_values(own_tree, own)
+                      if own_leaves else grown_on)
+            steps.append((leaf, values))
+        for q, (leaf, values) in enumerate(steps):
             margins[:, q] += values[leaf]
-        trees.append(tree._replace(leaf_value=values))
+        model = steps[(p + 1) % ORDERS][1] if own_leaves else grown_on
+        trees.append(tree._replace(leaf_value=model))
     return trees, margins
 
 
@@ -104,6 +116,10 @@ def test_rounds_equal_the_float64_reference(n_outputs):
     np.testing.assert_allclose(progress.raw, margins, rtol=1e-5, atol=1e-5)
     # The orders' margins differ: each saw the trees on its own columns.
     assert np.abs(margins[:, 0] - margins[:, 1]).max() > 0.01
+    # Each order's leaves are its own: moving every order by the model's leaf values
+    # gives other margins.
+    shared = orders_reference(bins, y, base, 5, learning_rate=0.5, l2=1.0, own_leaves=False)[1]
+    assert np.abs(shared - margins).max() > 0.01
 
 
 def test_order_rows_rename_only_the_statistic_columns():
@@ -289,20 +305,21 @@ def _oj(seed: int):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("seed", [0, 1])
-def test_oj_an_order_per_tree_beats_one_order_and_one_hot(seed):
+def test_oj_an_order_per_tree_beats_one_order_and_one_hot():
     """On OJ's categorical columns of 5 and 7 categories, target statistics under a new
-    order per tree against one order and against one-hot columns (docs/accuracy.md has
-    the mean over five splits: 0.454 against 0.492 and 0.498). With the Newton search
-    it was measured with, not the search CatBoost's regime now takes by default."""
-    X, y, X_test, y_test = _oj(seed)
-    settings = dict(n_trees=300, depth=6, learning_rate=0.1, split_curvature="hessian",
-                    score_function="l2", l2=1.0)
+    order per tree against one order and against one-hot columns, at the search of
+    CatBoost's regime (its default there), on two random splits: 0.465 against 0.483 and
+    0.537 (docs/accuracy.md, "Each order's own leaves", has the suite's five splits)."""
 
-    def test_loss(**extra):
-        model = jaxgbt.fit("logistic", X, y, **settings, **extra)
+    def test_loss(seed, **settings):
+        X, y, X_test, y_test = _oj(seed)
+        model = jaxgbt.fit("logistic", X, y, n_trees=300, depth=6, learning_rate=0.1,
+                           **{"one_hot_max_size": 2, **settings})
         return float(logloss(y_test, model.predict(X_test)))
 
-    per_tree = test_loss(one_hot_max_size=2)
-    assert per_tree < test_loss(one_hot_max_size=2, statistic_orders=1) - 0.01
-    assert per_tree < test_loss(one_hot_max_size=64) - 0.01
+    def mean_loss(**settings):
+        return np.mean([test_loss(seed, **settings) for seed in (0, 1)])
+
+    per_tree = mean_loss()
+    assert per_tree < mean_loss(statistic_orders=1) - 0.01
+    assert per_tree < mean_loss(one_hot_max_size=64) - 0.03

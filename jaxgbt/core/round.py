@@ -383,17 +383,53 @@ def _round_on_one_order(config: BoostConfig, params: BoostParams, data: TrainDat
                         margins: jax.Array, round_index: jax.Array
                         ) -> tuple[jax.Array, tuple[BinnedTree, jax.Array]]:
     """The round of ``boost_round`` on order ``round_index mod P``'s columns and margins
-    f32[N, K]; then every order's margins f32[N, P, K] move by the tree."""
+    f32[N, K]: its tree's structure. Then, as CatBoost treats its folds, every order's
+    margins f32[N, P, K] move by the tree with that order's own leaf values (the tree on
+    its columns, each leaf set from the rows that reach it there, at its margins:
+    ``_own_leaves``), and the model takes the leaf values of another order than the one
+    the structure was chosen on, the next round's: values estimated on statistics that
+    did not pick the splits, as CatBoost's come from its averaging fold."""
     order = round_index % config.statistic_orders
     one_order = data._replace(bins=statistic_orders.order_bins(config, data.bins, order))
-    _, (tree, bad_rows) = _round(config, params, one_order,
-                                 statistic_orders.order_margins(margins, order), round_index)
-    return statistic_orders.advanced(config, data.bins, tree, margins), (tree, bad_rows)
+    grown = _grown(config, params, one_order, statistic_orders.order_margins(margins, order),
+                   round_index)
+    leaves = statistic_orders.order_leaves(config, data.bins, grown.tree)  # i32[N, P]
+    values, covers = jax.vmap(
+        lambda raw, leaf: _own_leaves(config, params, data, grown, raw, leaf),
+        in_axes=(1, 1))(margins, leaves)  # f32[P, L, K], f32[P, L]
+    steps = jnp.take_along_axis(values, leaves.T[:, :, None], axis=1)  # f32[P, N, K]
+    model = (order + 1) % config.statistic_orders
+    tree = grown.tree._replace(leaf_value=values[model], cover=covers[model])
+    return margins + jnp.transpose(steps, (1, 0, 2)), (tree, grown.bad_rows)
+
+
+class _Grown(NamedTuple):
+    """A round's tree, its leaf values set (learning rate applied), and what set them."""
+
+    tree: BinnedTree
+    leaf: jax.Array  # i32[N], each row's leaf
+    leaf_bounds: tuple | None  # the grower's bounds on the leaves (monotone constraints)
+    weight: jax.Array  # f32[N, 1], the round's row weights (its sample)
+    gh: jax.Array  # f32[N, 2K], the weighted (g, h) the tree was grown from
+    output: jax.Array | None  # bool[K], the output a tree of one output is of
+    learning_rate: jax.Array  # f32[]
+    bad_rows: jax.Array  # i32[], rows whose g or h was not finite
 
 
 def _round(config: BoostConfig, params: BoostParams, data: TrainData, margins: Margins,
            round_index: jax.Array) -> tuple[Margins, tuple[BinnedTree, jax.Array]]:
     """``boost_round`` on F columns and margins f32[N, K] or ``OrderedMargins``."""
+    grown = _grown(config, params, data, margins, round_index)
+    boosting = ORDERED if config.ordered else PLAIN
+    step = grown.tree.leaf_value[grown.leaf]
+    margins = boosting.advance(config, params, data, margins, step, grown.gh, grown.leaf,
+                               grown.learning_rate)
+    return margins, (grown.tree, grown.bad_rows)
+
+
+def _grown(config: BoostConfig, params: BoostParams, data: TrainData, margins: Margins,
+           round_index: jax.Array) -> _Grown:
+    """The round's tree on F columns at margins f32[N, K] or ``OrderedMargins``."""
     boosting = ORDERED if config.ordered else PLAIN
     grown_elsewhere = boosting.structure_margins is not None
     # At the structure's margins (if other), then at the model's: the first grow the tree,
@@ -436,14 +472,36 @@ def _round(config: BoostConfig, params: BoostParams, data: TrainData, margins: M
     elif grown_elsewhere or at_model.h_full is not None:
         tree = tree._replace(leaf_value=_newton_leaves(config, params, at_model, weight,
                                                        leaf)[0])
+    grown = _Grown(tree, leaf, leaf_bounds, weight, gh, output, learning_rate, bad_rows)
+    return grown._replace(tree=_finished_leaves(config, params, data,
+                                                boosting.model_margins(margins), grown))
+
+
+def _own_leaves(config: BoostConfig, params: BoostParams, data: TrainData, grown: _Grown,
+                raw: jax.Array, leaf: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """(leaf values f32[L, K], learning rate applied; covers f32[L]) of ``grown``'s tree
+    set from other margins ``raw`` f32[N, K] and the leaves ``leaf`` i32[N] the rows
+    reach under other columns: the Newton step of each leaf's rows (the round's sample)
+    at ``raw``, then every step ``_finished_leaves`` takes."""
+    at = _on_output(round_derivatives(config, params, data, raw), grown.output)
+    value, cover = _newton_leaves(config, params, at, grown.weight, leaf)
+    own = grown._replace(tree=grown.tree._replace(leaf_value=value, cover=cover), leaf=leaf)
+    return _finished_leaves(config, params, data, raw, own).leaf_value, cover
+
+
+def _finished_leaves(config: BoostConfig, params: BoostParams, data: TrainData,
+                     model_raw: jax.Array, grown: _Grown) -> BinnedTree:
+    """``grown.tree`` with its Newton leaf values (in ``grown``, set from the model's
+    margins ``model_raw`` f32[N, K]) taken to the tree's values: quantile leaves, further
+    Newton steps, empty leaves filled, shrinkage, the constraints, the learning rate."""
+    tree, leaf, weight = grown.tree, grown.leaf, grown.weight
     if config.leaf_quantile is not None:
-        residual = data.y - boosting.model_margins(margins)[:, 0]
+        residual = data.y - model_raw[:, 0]
         tree = tree._replace(leaf_value=quantile_leaves(
             residual, weight[:, 0], leaf, 2**config.depth, config.leaf_quantile)[:, None])
     if config.leaf_newton_steps > 1:  # spec refuses it with quantile leaves
         tree = tree._replace(leaf_value=_further_newton_steps(
-            config, params, data, boosting.model_margins(margins), weight, leaf,
-            tree.leaf_value, output))
+            config, params, data, model_raw, weight, leaf, tree.leaf_value, grown.output))
     # The leaves no row reached take their ancestors' values, then the constraints
     # hold again, after any refresh of the leaves above.
     tree = tree._replace(leaf_value=fill_empty_leaves(tree.leaf_value, tree.cover))
@@ -454,8 +512,6 @@ def _round(config: BoostConfig, params: BoostParams, data: TrainData, margins: M
             rows = jax.lax.psum(rows, config.axis_name)
         tree = tree._replace(leaf_value=shrink_leaves(tree.leaf_value, rows,
                                                       params.leaf_shrinkage))
-    tree = layout(config.grow_policy).constrain_leaves(tree, leaf_bounds, params.monotone)
-    tree = tree._replace(leaf_value=learning_rate * tree.leaf_value)
-    step = tree.leaf_value[leaf]
-    margins = boosting.advance(config, params, data, margins, step, gh, leaf, learning_rate)
-    return margins, (tree, bad_rows)
+    tree = layout(config.grow_policy).constrain_leaves(tree, grown.leaf_bounds,
+                                                       params.monotone)
+    return tree._replace(leaf_value=grown.learning_rate * tree.leaf_value)

@@ -7,9 +7,11 @@ rows of each category get noisy values, and a tree grown on one order fits that 
 noise, which every later tree then sees again in its gradients. CatBoost keeps several
 orders, each with its own statistics and its own margins: each tree is chosen on one
 order's gradients and columns, and then every order's margins move by the tree applied
-to that order's own columns (Prokhorenkova et al. 2018, section 3.2 and Algorithm 2).
-The trees here take turns: round r grows its tree on order ``r mod P``. The model is an
-ordinary Booster: at prediction every row gets the statistics of all training rows.
+to that order's own columns, with leaf values set from that order's own rows and
+derivatives (Prokhorenkova et al. 2018, section 3.2 and Algorithm 2; CatBoost's
+``UpdateLearningFold``). The trees here take turns: round r grows its tree on order
+``r mod P`` (``core.round``), and the model keeps that order's leaf values. The model is
+an ordinary Booster: at prediction every row gets the statistics of all training rows.
 
 The binned matrix holds the first order in its F columns and each further order's C
 statistic columns after them, u8[F + (P - 1) C, N]: order q >= 1 of statistic column
@@ -58,15 +60,12 @@ def order_margins(margins: jax.Array, order: jax.Array) -> jax.Array:
     return jnp.take(margins, order, axis=1)
 
 
-def advanced(config: BoostConfig, bins: jax.Array, tree: BinnedTree, margins: jax.Array
-             ) -> jax.Array:
-    """f32[N, P, K]: every order's margins moved by ``tree`` (its leaf values scaled by
-    the learning rate) applied to that order's columns.
+def order_leaves(config: BoostConfig, bins: jax.Array, tree: BinnedTree) -> jax.Array:
+    """i32[N, P]: the leaf each row reaches under each order's columns.
 
     Args:
       bins: u8[F + (P - 1) C, N], the binned matrix of every order.
       tree: a tree over the F columns.
-      margins: f32[N, P, K].
     """
     rows = jnp.asarray(order_rows(config, n_columns(config, bins.shape[0])))
     grown = layout(config.grow_policy)
@@ -75,8 +74,7 @@ def advanced(config: BoostConfig, bins: jax.Array, tree: BinnedTree, margins: ja
         renamed = tree._replace(feature=feature_rows[tree.feature])
         return grown.leaf_from_bins(bins, renamed, config.n_bins)
 
-    leaf = jax.vmap(leaves, out_axes=1)(rows)  # i32[N, P], as the margins' rows
-    return margins + tree.leaf_value[leaf]
+    return jax.vmap(leaves, out_axes=1)(rows)
 
 
 def starting_margins(config: BoostConfig, raw):
