@@ -10,8 +10,9 @@ order's gradients and columns, and then every order's margins move by the tree a
 to that order's own columns, with leaf values set from that order's own rows and
 derivatives (Prokhorenkova et al. 2018, section 3.2 and Algorithm 2; CatBoost's
 ``UpdateLearningFold``). The trees here take turns: round r grows its tree on order
-``r mod P`` (``core.round``), and the model keeps that order's leaf values. The model is
-an ordinary Booster: at prediction every row gets the statistics of all training rows.
+``r mod P`` (``core.round``), and the model keeps the leaf values of the next round's
+order, set on statistics that did not choose the splits. The model is an ordinary
+Booster: at prediction every row gets the statistics of all training rows.
 
 The binned matrix holds the first order in its F columns and each further order's C
 statistic columns after them, u8[F + (P - 1) C, N]: order q >= 1 of statistic column
